@@ -1,0 +1,3 @@
+module github.com/nodepulse/nodepulse/collector
+
+go 1.26.0

@@ -1,0 +1,3 @@
+module github.com/nodepulse/nodepulse/monitor
+
+go 1.26.0

@@ -1,0 +1,3 @@
+module github.com/nodepulse/nodepulse/tests
+
+go 1.26.0
