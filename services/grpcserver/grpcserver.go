@@ -1,0 +1,225 @@
+// Package grpcserver builds the gRPC server every nodepulse service runs:
+// one fixed interceptor chain, TLS/mTLS, keepalive enforcement, message
+// limits, the grpc.health.v1 service, reflection (so grpcurl needs no proto
+// files), Prometheus metrics, and a drain sequence on shutdown.
+package grpcserver
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/nodepulse/nodepulse/services/grpcmw"
+	"github.com/nodepulse/nodepulse/services/tlsconfig"
+)
+
+// Config of a gRPC endpoint.
+type Config struct {
+	ListenAddress string
+	TLS           tlsconfig.Config
+	// MaxRecvMsgSize bounds one inbound message; larger ones fail with
+	// ResourceExhausted before any handler runs.
+	MaxRecvMsgSize int
+	// MaxConcurrentStreams per connection.
+	MaxConcurrentStreams uint32
+	// KeepaliveTime: the server pings an idle connection after this long and
+	// closes it if the ping is not answered within KeepaliveTimeout. This is
+	// how a dead reporter's stream is noticed.
+	KeepaliveTime    time.Duration
+	KeepaliveTimeout time.Duration
+	// MinClientPingInterval: clients pinging more often are disconnected.
+	MinClientPingInterval time.Duration
+	// ShutdownDelay: after health turns NOT_SERVING, wait this long before
+	// draining, so balancers and clients stop picking this server.
+	ShutdownDelay time.Duration
+	// DrainTimeout bounds GracefulStop; long-lived streams are then cut.
+	DrainTimeout time.Duration
+}
+
+// RegisterFlags adds the grpc.* flags with the given default address.
+func (c *Config) RegisterFlags(fs *flag.FlagSet, defAddr string) {
+	fs.StringVar(&c.ListenAddress, "grpc.listen-address", defAddr, "gRPC listen address (host:port)")
+	c.TLS.RegisterFlags(fs, "grpc", false)
+	fs.IntVar(&c.MaxRecvMsgSize, "grpc.max-recv-msg-size", 1<<20, "largest inbound message in bytes")
+	fs.Func("grpc.max-concurrent-streams", "streams per connection (default 10000)", func(s string) error {
+		var v uint32
+		_, err := fmt.Sscan(s, &v)
+		c.MaxConcurrentStreams = v
+		return err
+	})
+	c.MaxConcurrentStreams = 10000
+	fs.DurationVar(&c.KeepaliveTime, "grpc.keepalive-time", 20*time.Second, "ping idle connections after this long")
+	fs.DurationVar(&c.KeepaliveTimeout, "grpc.keepalive-timeout", 10*time.Second, "close a connection whose ping is not answered within this")
+	fs.DurationVar(&c.MinClientPingInterval, "grpc.min-client-ping-interval", 5*time.Second, "disconnect clients that ping more often than this")
+	fs.DurationVar(&c.ShutdownDelay, "grpc.shutdown-delay", 0, "on shutdown, report NOT_SERVING for this long before draining")
+	fs.DurationVar(&c.DrainTimeout, "grpc.drain-timeout", 10*time.Second, "on shutdown, wait this long for calls to finish before cutting them")
+}
+
+// Options adds service-specific pieces to the fixed chain.
+type Options struct {
+	// Unary and Stream interceptors run after logging and before recovery:
+	// this is where auth and validation go, in that order.
+	Unary  []grpc.UnaryServerInterceptor
+	Stream []grpc.StreamServerInterceptor
+	// ServerOptions are appended last.
+	ServerOptions []grpc.ServerOption
+}
+
+// Server is a listening, not yet serving, gRPC server.
+type Server struct {
+	*grpc.Server
+	cfg     Config
+	lg      *zap.Logger
+	ln      net.Listener
+	Health  *health.Server
+	mu      sync.Mutex
+	onDrain []func()
+
+	metricsInit func()
+}
+
+// New validates cfg, listens, and builds the server with the chain
+//
+//	metrics → logging → Options.Unary/Stream (auth, validation) → recovery
+//
+// outermost first. Metrics are outermost so the codes they count include
+// recovered panics; recovery is innermost so a panic is logged and counted as
+// Internal by everything around it.
+func New(cfg Config, lg *zap.Logger, reg prometheus.Registerer, opts Options) (*Server, error) {
+	if err := cfg.TLS.Validate("grpc"); err != nil {
+		return nil, err
+	}
+	tlsCfg, err := cfg.TLS.Server()
+	if err != nil {
+		return nil, err
+	}
+	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+		grpcprom.WithHistogramBuckets([]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}),
+	))
+	if reg != nil {
+		if err := reg.Register(metrics); err != nil {
+			return nil, fmt.Errorf("register gRPC metrics: %w", err)
+		}
+	}
+	glg := grpcmw.ZapLogger(lg.Named("grpc"))
+	rec := recovery.WithRecoveryHandlerContext(grpcmw.RecoveryHandler(lg))
+
+	unary := []grpc.UnaryServerInterceptor{
+		metrics.UnaryServerInterceptor(),
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(glg, grpcmw.LoggingOptions()...), selector.MatchFunc(grpcmw.NotHealthOrReflection)),
+	}
+	unary = append(unary, opts.Unary...)
+	unary = append(unary, recovery.UnaryServerInterceptor(rec))
+	stream := []grpc.StreamServerInterceptor{
+		metrics.StreamServerInterceptor(),
+		selector.StreamServerInterceptor(logging.StreamServerInterceptor(glg, grpcmw.LoggingOptions()...), selector.MatchFunc(grpcmw.NotHealthOrReflection)),
+	}
+	stream = append(stream, opts.Stream...)
+	stream = append(stream, recovery.StreamServerInterceptor(rec))
+
+	sopts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
+		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.MinClientPingInterval, PermitWithoutStream: true}),
+	}
+	if tlsCfg != nil {
+		sopts = append(sopts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+	}
+	sopts = append(sopts, opts.ServerOptions...)
+
+	ln, err := net.Listen("tcp", cfg.ListenAddress)
+	if err != nil {
+		return nil, fmt.Errorf("gRPC listen on %s: %w", cfg.ListenAddress, err)
+	}
+	s := &Server{Server: grpc.NewServer(sopts...), cfg: cfg, lg: lg.Named("grpc"), ln: ln, Health: health.NewServer()}
+	healthpb.RegisterHealthServer(s.Server, s.Health)
+	reflection.Register(s.Server)
+	// Not serving until the service says it is ready.
+	s.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	s.metricsInit = func() { metrics.InitializeMetrics(s.Server) }
+	if cfg.TLS.Insecure {
+		lg.Warn("gRPC endpoint is PLAINTEXT (--grpc.insecure): no encryption, no client identity; development only", zap.String("address", ln.Addr().String()))
+	}
+	return s, nil
+}
+
+// Addr is the bound address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// OnDrain registers a hook run when shutdown starts, after health turns
+// NOT_SERVING and before GracefulStop: long-lived streams use it to tell their
+// clients to move and to end, or GracefulStop would wait for them.
+func (s *Server) OnDrain(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onDrain = append(s.onDrain, f)
+}
+
+// SetServing sets the health status of the whole server ("" service) and of
+// the named services.
+func (s *Server) SetServing(serving bool, services ...string) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	for _, svc := range append([]string{""}, services...) {
+		s.Health.SetServingStatus(svc, st)
+	}
+}
+
+// Run serves until ctx is done, then drains: health NOT_SERVING, drain hooks,
+// ShutdownDelay, GracefulStop, and Stop if calls outlast DrainTimeout.
+func (s *Server) Run(ctx context.Context) error {
+	s.metricsInit()
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(s.ln) }()
+	s.lg.Info("gRPC server listening", zap.String("address", s.ln.Addr().String()), zap.Bool("tls", !s.cfg.TLS.Insecure))
+	select {
+	case err := <-errc:
+		return fmt.Errorf("gRPC serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.lg.Info("gRPC server draining", zap.Duration("shutdownDelay", s.cfg.ShutdownDelay), zap.Duration("drainTimeout", s.cfg.DrainTimeout))
+	s.Health.Shutdown()
+	s.mu.Lock()
+	hooks := s.onDrain
+	s.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
+	if s.cfg.ShutdownDelay > 0 {
+		time.Sleep(s.cfg.ShutdownDelay)
+	}
+	stopped := make(chan struct{})
+	go func() { s.GracefulStop(); close(stopped) }()
+	t := time.NewTimer(s.cfg.DrainTimeout)
+	defer t.Stop()
+	select {
+	case <-stopped:
+	case <-t.C:
+		s.lg.Warn("drain timeout: cutting remaining calls")
+		s.Stop()
+		<-stopped
+	}
+	s.lg.Info("gRPC server stopped")
+	return nil
+}

@@ -1,0 +1,169 @@
+package nodemodel
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/services/quantity"
+)
+
+// FindCondition returns the condition of type t, or nil.
+func FindCondition(conds []*nodev1.NodeCondition, t string) *nodev1.NodeCondition {
+	for _, c := range conds {
+		if c.GetType() == t {
+			return c
+		}
+	}
+	return nil
+}
+
+// ConditionStatus returns the status of condition t, or "" when absent.
+func ConditionStatus(conds []*nodev1.NodeCondition, t string) string {
+	return FindCondition(conds, t).GetStatus()
+}
+
+// StatusChanged reports whether b differs from a in anything but condition
+// heartbeat times (spec §4.2 step 4): conditions compare as a set by type,
+// quantities by value, times by instant. It decides whether a status report
+// costs a write.
+func StatusChanged(a, b *nodev1.NodeStatus) bool {
+	if (a == nil) != (b == nil) {
+		return true
+	}
+	if a == nil {
+		return false
+	}
+	if !conditionsEqual(a.GetConditions(), b.GetConditions()) {
+		return true
+	}
+	if !quantitiesEqual(a.GetCapacity(), b.GetCapacity()) || !quantitiesEqual(a.GetAllocatable(), b.GetAllocatable()) {
+		return true
+	}
+	if !slices.EqualFunc(a.GetAddresses(), b.GetAddresses(), func(x, y *nodev1.NodeAddress) bool {
+		return x.GetType() == y.GetType() && x.GetAddress() == y.GetAddress()
+	}) {
+		return true
+	}
+	return !proto.Equal(a.GetNodeInfo(), b.GetNodeInfo()) || !proto.Equal(a.GetDaemonEndpoints(), b.GetDaemonEndpoints())
+}
+
+func conditionsEqual(a, b []*nodev1.NodeCondition) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	sa, sb := sortedByType(a), sortedByType(b)
+	for i := range sa {
+		x, y := sa[i], sb[i]
+		if x.GetType() != y.GetType() || x.GetStatus() != y.GetStatus() || x.GetReason() != y.GetReason() ||
+			x.GetMessage() != y.GetMessage() || !sameInstant(x.GetLastTransitionTime(), y.GetLastTransitionTime()) {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedByType(c []*nodev1.NodeCondition) []*nodev1.NodeCondition {
+	s := slices.Clone(c)
+	slices.SortStableFunc(s, func(x, y *nodev1.NodeCondition) int { return strings.Compare(x.GetType(), y.GetType()) })
+	return s
+}
+
+func sameInstant(a, b *timestamppb.Timestamp) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.AsTime().Equal(b.AsTime())
+}
+
+func quantitiesEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, va := range a {
+		vb, ok := b[k]
+		if !ok {
+			return false
+		}
+		if va == vb {
+			continue
+		}
+		qa, ea := quantity.Parse(va)
+		qb, eb := quantity.Parse(vb)
+		if ea != nil || eb != nil || qa.Cmp(qb) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Merge builds the node as served: metadata and spec from the stored Node,
+// status as reported, then the monitor's health record on top: condition
+// overrides replace reported conditions of the same type (appended when
+// missing), controller taints follow the user's taints, and conditions that
+// recovered after an override carry a transition time no earlier than the
+// recovery. Inputs are not modified; any of status and health may be nil.
+func Merge(meta *nodev1.Node, status *nodev1.NodeStatus, health *nodev1.NodeHealth) *nodev1.Node {
+	n := &nodev1.Node{}
+	if meta != nil {
+		n.Metadata = proto.CloneOf(meta.GetMetadata())
+		n.Spec = proto.CloneOf(meta.GetSpec())
+	}
+	if n.Spec == nil {
+		n.Spec = &nodev1.NodeSpec{}
+	}
+	if status != nil {
+		n.Status = proto.CloneOf(status)
+	} else {
+		n.Status = &nodev1.NodeStatus{}
+	}
+	if health == nil {
+		return n
+	}
+	for _, o := range health.GetConditionOverrides() {
+		if c := FindCondition(n.Status.Conditions, o.GetType()); c != nil {
+			proto.Reset(c)
+			proto.Merge(c, o)
+		} else {
+			n.Status.Conditions = append(n.Status.Conditions, proto.CloneOf(o))
+		}
+	}
+	if rt := health.GetRecoveryTime(); rt != nil && len(health.GetConditionOverrides()) == 0 {
+		for _, c := range n.Status.Conditions {
+			if c.GetLastTransitionTime() == nil || c.GetLastTransitionTime().AsTime().Before(rt.AsTime()) {
+				if slices.Contains(ReporterConditions, c.GetType()) {
+					c.LastTransitionTime = proto.CloneOf(rt)
+				}
+			}
+		}
+	}
+	for _, t := range health.GetTaints() {
+		n.Spec.Taints = append(n.Spec.Taints, proto.CloneOf(t))
+	}
+	return n
+}
+
+// TaintKeyEffect identifies a taint.
+type TaintKeyEffect struct{ Key, Effect string }
+
+// HasTaint reports whether taints contain one with key and effect.
+func HasTaint(taints []*nodev1.Taint, key, effect string) bool {
+	for _, t := range taints {
+		if t.GetKey() == key && t.GetEffect() == effect {
+			return true
+		}
+	}
+	return false
+}
+
+// Timestamp converts t to a protobuf timestamp (nil for the zero time).
+func Timestamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}

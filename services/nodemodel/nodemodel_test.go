@@ -1,0 +1,92 @@
+package nodemodel
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func cond(typ, st string, hb, tr time.Time) *nodev1.NodeCondition {
+	return &nodev1.NodeCondition{Type: typ, Status: st, Reason: "R" + st, Message: "m", LastHeartbeatTime: Timestamp(hb), LastTransitionTime: Timestamp(tr)}
+}
+
+func baseStatus() *nodev1.NodeStatus {
+	return &nodev1.NodeStatus{
+		Capacity:   map[string]string{"cpu": "4", "memory": "16Gi"},
+		Conditions: []*nodev1.NodeCondition{cond(MemoryPressure, False, t0, t0), cond(Ready, True, t0, t0)},
+		Addresses:  []*nodev1.NodeAddress{{Type: AddressInternalIP, Address: "10.0.0.1"}},
+		NodeInfo:   &nodev1.NodeSystemInfo{BootId: "b1"},
+	}
+}
+
+func TestStatusChanged(t *testing.T) {
+	later := t0.Add(10 * time.Second)
+	cases := []struct {
+		name   string
+		mutate func(s *nodev1.NodeStatus)
+		want   bool
+	}{
+		{"identical", func(s *nodev1.NodeStatus) {}, false},
+		{"only heartbeats advanced", func(s *nodev1.NodeStatus) {
+			for _, c := range s.Conditions {
+				c.LastHeartbeatTime = Timestamp(later)
+			}
+		}, false},
+		{"conditions reordered", func(s *nodev1.NodeStatus) { s.Conditions[0], s.Conditions[1] = s.Conditions[1], s.Conditions[0] }, false},
+		{"quantity respelled", func(s *nodev1.NodeStatus) { s.Capacity["memory"] = "16384Mi" }, false},
+		{"quantity changed", func(s *nodev1.NodeStatus) { s.Capacity["memory"] = "15Gi" }, true},
+		{"condition flipped", func(s *nodev1.NodeStatus) { s.Conditions[1].Status = False }, true},
+		{"transition moved", func(s *nodev1.NodeStatus) { s.Conditions[1].LastTransitionTime = Timestamp(later) }, true},
+		{"condition added", func(s *nodev1.NodeStatus) { s.Conditions = append(s.Conditions, cond(DiskPressure, False, t0, t0)) }, true},
+		{"address changed", func(s *nodev1.NodeStatus) { s.Addresses[0].Address = "10.0.0.2" }, true},
+		{"reboot", func(s *nodev1.NodeStatus) { s.NodeInfo.BootId = "b2" }, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := baseStatus(), baseStatus()
+			c.mutate(b)
+			if got := StatusChanged(a, b); got != c.want {
+				t.Errorf("StatusChanged = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestMergeOverridesAndTaints(t *testing.T) {
+	meta := &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: "n1"}, Spec: &nodev1.NodeSpec{Taints: []*nodev1.Taint{{Key: "user", Effect: NoSchedule}}}}
+	st := baseStatus()
+	h := &nodev1.NodeHealth{
+		ConditionOverrides: []*nodev1.NodeCondition{
+			{Type: Ready, Status: Unknown, Reason: ReasonNodeStatusUnknown, Message: MessageNodeStatusUnknown, LastTransitionTime: Timestamp(t0.Add(time.Minute))},
+			{Type: PIDPressure, Status: Unknown, Reason: ReasonNodeStatusNeverUpdated},
+		},
+		Taints: []*nodev1.Taint{{Key: TaintUnreachable, Effect: NoSchedule}},
+	}
+	before := proto.CloneOf(st)
+	n := Merge(meta, st, h)
+	if !proto.Equal(st, before) {
+		t.Fatal("Merge modified its input")
+	}
+	if got := ConditionStatus(n.Status.Conditions, Ready); got != Unknown {
+		t.Errorf("Ready = %s, want Unknown", got)
+	}
+	if got := FindCondition(n.Status.Conditions, PIDPressure); got == nil || got.Status != Unknown {
+		t.Errorf("PIDPressure override not appended: %v", got)
+	}
+	if len(n.Spec.Taints) != 2 || n.Spec.Taints[0].Key != "user" || n.Spec.Taints[1].Key != TaintUnreachable {
+		t.Errorf("taints = %v", n.Spec.Taints)
+	}
+}
+
+func TestMergeRecoveryTransition(t *testing.T) {
+	rec := t0.Add(5 * time.Minute)
+	n := Merge(&nodev1.Node{}, baseStatus(), &nodev1.NodeHealth{RecoveryTime: Timestamp(rec)})
+	if got := FindCondition(n.Status.Conditions, Ready).LastTransitionTime.AsTime(); !got.Equal(rec) {
+		t.Errorf("Ready transition = %v, want recovery time %v", got, rec)
+	}
+}

@@ -1,0 +1,265 @@
+// Package nodestore is the one seam between nodepulse and its store. It fixes
+// the key layout (one key per object, one writer per kind), the value
+// encoding (protobuf, the same messages as on the wire) and a narrow set of
+// operations: read, atomic conditional writes (optionally fenced by a leader
+// key), ordered watch from a revision, ephemeral keys tied to a session, and
+// leader election. etcdstore implements it on etcd; memstore in memory for
+// unit tests; storetest holds the conformance suite both pass.
+package nodestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+)
+
+// Kind is a class of stored object; every kind is a key prefix with a single
+// writer, so components never contend on a key.
+type Kind string
+
+// The stored kinds. Names are "<node>" for node kinds, "<namespace>/<name>"
+// for pods and events, the collector id for collectors.
+const (
+	// Nodes hold metadata and spec (nodev1.Node without status). Written by
+	// the collector at registration (create only) and by admin calls (CAS).
+	Nodes Kind = "nodes"
+	// Statuses hold nodev1.NodeStatus as last reported. Collector only.
+	Statuses Kind = "status"
+	// Leases hold nodev1.Lease checkpoints. Collector only.
+	Leases Kind = "leases"
+	// Health holds nodev1.NodeHealth. Monitor leader only, fenced.
+	Health Kind = "health"
+	// Pods hold podv1.Pod. The orchestrator (PodService), and the monitor
+	// leader for Ready and eviction (fenced, CAS).
+	Pods Kind = "pods"
+	// Events hold nodev1.Event, with a TTL.
+	Events Kind = "events"
+	// Collectors hold collectorv1.CollectorInfo, ephemeral (session-bound).
+	Collectors Kind = "collectors"
+)
+
+// Kinds lists every kind.
+var Kinds = []Kind{Nodes, Statuses, Leases, Health, Pods, Events, Collectors}
+
+// New returns an empty message of the kind's type.
+func (k Kind) New() proto.Message {
+	switch k {
+	case Nodes:
+		return &nodev1.Node{}
+	case Statuses:
+		return &nodev1.NodeStatus{}
+	case Leases:
+		return &nodev1.Lease{}
+	case Health:
+		return &nodev1.NodeHealth{}
+	case Pods:
+		return &podv1.Pod{}
+	case Events:
+		return &nodev1.Event{}
+	case Collectors:
+		return &collectorv1.CollectorInfo{}
+	}
+	return nil
+}
+
+// Valid reports whether k is a known kind.
+func (k Kind) Valid() bool { return k.New() != nil }
+
+// Key returns the store key of an object under prefix ("/nodepulse/").
+func Key(prefix string, k Kind, name string) string { return prefix + string(k) + "/" + name }
+
+// ParseKey splits a key under prefix into kind and name.
+func ParseKey(prefix, key string) (Kind, string, bool) {
+	rest, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		return "", "", false
+	}
+	k, name, ok := strings.Cut(rest, "/")
+	if !ok || !Kind(k).Valid() || name == "" {
+		return "", "", false
+	}
+	return Kind(k), name, true
+}
+
+// Errors of the store. Callers test with errors.Is; gRPC codes are chosen at
+// the API edge, never here.
+var (
+	// ErrNotFound: the object does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a precondition (IfAbsent, IfModRevision) did not hold.
+	ErrConflict = errors.New("conflict: the object changed or already exists")
+	// ErrFenced: the fence (leader key) no longer holds; the caller is not the
+	// leader any more and must not retry the write as leader.
+	ErrFenced = errors.New("fenced: leadership lost")
+	// ErrCompacted: the requested watch revision was compacted; list again.
+	ErrCompacted = errors.New("revision compacted")
+)
+
+// Object is one stored object.
+type Object struct {
+	Kind  Kind
+	Name  string
+	Value proto.Message
+	// CreateRevision and ModRevision are the store's revisions of the key.
+	CreateRevision int64
+	ModRevision    int64
+}
+
+// Op is one write of an atomic Apply.
+type Op struct {
+	Kind Kind
+	Name string
+	// Value to store; nil deletes the object.
+	Value proto.Message
+	// IfAbsent: the object must not exist.
+	IfAbsent bool
+	// IfModRevision, when > 0: the object must exist with this ModRevision.
+	IfModRevision int64
+	// TTL, when > 0, makes the object expire after this long (events).
+	TTL time.Duration
+}
+
+// Put is a shorthand for an unconditional write.
+func Put(k Kind, name string, v proto.Message) Op { return Op{Kind: k, Name: name, Value: v} }
+
+// Delete is a shorthand for an unconditional delete.
+func Delete(k Kind, name string) Op { return Op{Kind: k, Name: name} }
+
+// Fence makes a write conditional on a leadership still being held: the
+// leader key must exist with the given create revision.
+type Fence struct {
+	Key      string
+	Revision int64
+}
+
+// ListOptions page a list.
+type ListOptions struct {
+	// Revision to read at; 0 reads the latest. Listing several kinds at the
+	// revision the first list returned gives one consistent snapshot.
+	Revision int64
+}
+
+// Reader reads objects.
+type Reader interface {
+	// Get returns one object or ErrNotFound.
+	Get(ctx context.Context, k Kind, name string) (Object, error)
+	// List returns every object of a kind, sorted by name, and the revision
+	// it was read at. Implementations page internally.
+	List(ctx context.Context, k Kind, opts ListOptions) ([]Object, int64, error)
+}
+
+// Writer writes objects.
+type Writer interface {
+	// Apply commits ops atomically: all or none. A failed precondition
+	// returns ErrConflict, a failed fence ErrFenced. It returns the revision
+	// of the commit. Keep len(ops) within MaxOps.
+	Apply(ctx context.Context, fence *Fence, ops ...Op) (int64, error)
+	// MaxOps is the largest number of ops one Apply accepts.
+	MaxOps() int
+}
+
+// EventType of a watch event.
+type EventType int
+
+// Watch event types.
+const (
+	PutEvent EventType = iota + 1
+	DeleteEvent
+)
+
+// Event is one change.
+type Event struct {
+	Type EventType
+	// Object after the change; for DeleteEvent only Kind, Name and ModRevision
+	// (the deletion revision) are set.
+	Object Object
+}
+
+// WatchBatch is what a watch delivers: changes committed in one or more
+// revisions, or a progress notification (no events) proving the watch is
+// current up to Revision, or an error after which the channel closes.
+type WatchBatch struct {
+	Events   []Event
+	Revision int64
+	Progress bool
+	Err      error
+}
+
+// Watcher follows changes.
+type Watcher interface {
+	// Watch delivers every change under the store prefix after revision
+	// afterRev, in order. The channel closes after a batch with Err (for
+	// example ErrCompacted) or when ctx ends.
+	Watch(ctx context.Context, afterRev int64) <-chan WatchBatch
+	// RequestProgress asks for a progress notification on open watches, so a
+	// watcher can tell a quiet store from a broken watch.
+	RequestProgress(ctx context.Context) error
+}
+
+// Session keeps ephemeral objects alive: they vanish when the session is
+// closed or the process dies and the TTL runs out.
+type Session interface {
+	// Put writes an object bound to the session.
+	Put(ctx context.Context, k Kind, name string, v proto.Message) error
+	// Done is closed when the session is lost (expired or closed).
+	Done() <-chan struct{}
+	// Close ends the session and deletes its objects.
+	Close() error
+}
+
+// Leadership is a won election.
+type Leadership interface {
+	// Fence for writes that only the leader may make.
+	Fence() Fence
+	// Done is closed when leadership is lost.
+	Done() <-chan struct{}
+	// Resign gives leadership up.
+	Resign(ctx context.Context) error
+}
+
+// Store is everything a backend provides.
+type Store interface {
+	Reader
+	Writer
+	Watcher
+	// Ping checks the store answers a linearizable read.
+	Ping(ctx context.Context) error
+	// NewSession starts a session with the given TTL.
+	NewSession(ctx context.Context, ttl time.Duration) (Session, error)
+	// Campaign blocks until id leads election name (or ctx ends), using the
+	// session for liveness.
+	Campaign(ctx context.Context, s Session, name, id string) (Leadership, error)
+	// Leader returns the id of the current leader of election name, or
+	// ErrNotFound when there is none.
+	Leader(ctx context.Context, name string) (string, error)
+	// Close releases the backend.
+	Close() error
+}
+
+// ApplyChunked commits independent ops in chunks of at most w.MaxOps(), each
+// chunk atomic on its own. It stops at the first error and returns how many
+// ops were committed.
+func ApplyChunked(ctx context.Context, w Writer, fence *Fence, ops []Op) (int, error) {
+	n := w.MaxOps()
+	if fence != nil {
+		n-- // leave room for the fence compare in backends that count it
+	}
+	done := 0
+	for len(ops) > 0 {
+		c := min(n, len(ops))
+		if _, err := w.Apply(ctx, fence, ops[:c]...); err != nil {
+			return done, fmt.Errorf("apply chunk of %d: %w", c, err)
+		}
+		done += c
+		ops = ops[c:]
+	}
+	return done, nil
+}
