@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nodepulse/nodepulse/services/flagenv"
+)
+
+type config struct {
+	binDir       string
+	dataDir      string
+	nodeName     string
+	etcdPort     int
+	gracePeriod  time.Duration
+	refresh      time.Duration
+	table        bool
+	extraMonitor flagenv.StringList
+}
+
+const synopsis = `localstack — run the whole nodepulse pipeline on this machine (what 'make run' starts).
+
+Usage: localstack [flags]
+
+Starts etcd (127.0.0.1:<etcd-port>), a collector (gRPC 127.0.0.1:9090, admin :9190),
+a monitor (gRPC 127.0.0.1:9091, admin :9191) and a reporter for this machine, in
+plaintext development mode, then shows the nodes as the monitor serves them.
+Ctrl-C stops everything.`
+
+func parse(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("localstack", flag.ContinueOnError)
+	host, _ := os.Hostname()
+	fs.StringVar(&c.binDir, "bin-dir", "bin", "directory holding the etcd, collector, monitor and reporter binaries")
+	fs.StringVar(&c.dataDir, "data-dir", ".run", "directory for etcd data (removed on exit) and logs (kept)")
+	fs.StringVar(&c.nodeName, "node-name", strings.ToLower(host), "node name of this machine's reporter")
+	fs.IntVar(&c.etcdPort, "etcd-port", 2379, "etcd client port (the peer port is one above)")
+	fs.DurationVar(&c.gracePeriod, "grace-period", 0, "monitor grace period (0 keeps the monitor's default)")
+	fs.DurationVar(&c.refresh, "refresh", 2*time.Second, "how often the node table is refreshed")
+	fs.BoolVar(&c.table, "table", true, "show the live node table")
+	fs.Var(&c.extraMonitor, "monitor-args", "extra comma-separated flags for the monitor")
+	err := flagenv.Parse(fs, "LOCALSTACK", synopsis, args, nil)
+	return c, err
+}
+
+// proc is one child process.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan error
+}
+
+func start(ctx context.Context, name, logDir, bin string, args ...string) (*proc, error) {
+	logPath := filepath.Join(logDir, name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// Own process group: the terminal's Ctrl-C reaches only us, and we stop
+	// the children in a safe order. Pdeathsig kills them if we are killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s (%s): %w", name, bin, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait(); f.Close() }()
+	return p, nil
+}
+
+// stop sends SIGTERM and waits, then SIGKILL.
+func (p *proc) stop(timeout time.Duration) {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+func portFree(port int) error {
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return fmt.Errorf("port %d is in use (another nodepulse or etcd running?): %w", port, err)
+	}
+	return ln.Close()
+}
+
+// waitHTTP polls url until it answers 200, the process dies, or the deadline.
+func waitHTTP(ctx context.Context, p *proc, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Timeout: time.Second}
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+		}
+		select {
+		case perr := <-p.done:
+			p.done <- perr
+			return fmt.Errorf("%s exited (%v) before it was ready; last log lines:\n%s", p.name, perr, tail(p.log, 20))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready after %s (%v); last log lines:\n%s", p.name, timeout, err, tail(p.log, 20))
+		}
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	cfg, err := parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	bin := func(n string) string { return filepath.Join(cfg.binDir, n) }
+	for _, n := range []string{"etcd", "collector", "monitor", "reporter"} {
+		if _, err := os.Stat(bin(n)); err != nil {
+			return fmt.Errorf("missing binary %s (run 'make build' first): %w", bin(n), err)
+		}
+	}
+	for _, p := range []int{cfg.etcdPort, cfg.etcdPort + 1, 9090, 9091, 9190, 9191, 9192} {
+		if err := portFree(p); err != nil {
+			return err
+		}
+	}
+	logDir := filepath.Join(cfg.dataDir, "logs")
+	etcdDir := filepath.Join(cfg.dataDir, "etcd")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return err
+	}
+	_ = os.RemoveAll(etcdDir)
+	defer os.RemoveAll(etcdDir)
+
+	var procs []*proc
+	stopAll := func() {
+		fmt.Fprintln(out, "\nstopping: reporter, monitor, collector, etcd")
+		for i := len(procs) - 1; i >= 0; i-- {
+			procs[i].stop(10 * time.Second)
+		}
+	}
+	defer stopAll()
+
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", cfg.etcdPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", cfg.etcdPort+1)
+	steps := []struct {
+		name, ready string
+		args        []string
+	}{
+		{"etcd", etcdURL + "/health", []string{"--name=local", "--data-dir=" + etcdDir,
+			"--listen-client-urls=" + etcdURL, "--advertise-client-urls=" + etcdURL,
+			"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
+			"--initial-cluster=local=" + peerURL, "--log-level=warn"}},
+		{"collector", "http://127.0.0.1:9190/readyz", []string{"--grpc.insecure", "--grpc.listen-address=127.0.0.1:9090",
+			"--admin.listen-address=127.0.0.1:9190", "--etcd.endpoints=127.0.0.1:" + fmt.Sprint(cfg.etcdPort), "--log.format=console"}},
+		{"monitor", "http://127.0.0.1:9191/readyz", append([]string{"--grpc.insecure", "--collector.insecure", "--grpc.listen-address=127.0.0.1:9091",
+			"--admin.listen-address=127.0.0.1:9191", "--etcd.endpoints=127.0.0.1:" + fmt.Sprint(cfg.etcdPort), "--log.format=console"}, monitorArgs(cfg)...)},
+		{"reporter", "http://127.0.0.1:9192/readyz", []string{"--collector.insecure", "--collector.addresses=127.0.0.1:9090",
+			"--admin.listen-address=127.0.0.1:9192", "--node-name=" + cfg.nodeName, "--log.format=console"}},
+	}
+	for _, s := range steps {
+		p, err := start(ctx, s.name, logDir, bin(s.name), s.args...)
+		if err != nil {
+			return err
+		}
+		procs = append(procs, p)
+		t0 := time.Now()
+		if err := waitHTTP(ctx, p, s.ready, 60*time.Second); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		fmt.Fprintf(out, "%-9s ready in %5s  (pid %d, log %s)\n", s.name, time.Since(t0).Round(time.Millisecond), p.cmd.Process.Pid, p.log)
+	}
+	fmt.Fprintf(out, `
+nodepulse is up. Try, in another terminal:
+  bin/nodepulse get nodes -o wide
+  bin/nodepulse describe node %[1]s
+  grpcurl -plaintext 127.0.0.1:9091 list
+  grpcurl -plaintext -d '{"name":"%[1]s"}' 127.0.0.1:9091 nodepulse.node.v1.NodeService/GetNode
+  curl -s 127.0.0.1:9190/metrics | grep nodepulse_
+Ctrl-C stops everything.
+
+`, cfg.nodeName)
+
+	died := make(chan *proc, len(procs))
+	for _, p := range procs {
+		go func(p *proc) {
+			err := <-p.done
+			p.done <- err
+			died <- p
+		}(p)
+	}
+	var tableErr chan error
+	if cfg.table {
+		tableErr = make(chan error, 1)
+		go func() { tableErr <- showTable(ctx, out, "127.0.0.1:9091", cfg.refresh) }()
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case p := <-died:
+		return fmt.Errorf("%s exited unexpectedly; last log lines:\n%s", p.name, tail(p.log, 30))
+	case err := <-tableErr:
+		return err
+	}
+}
+
+func monitorArgs(c config) []string {
+	args := append([]string(nil), c.extraMonitor...)
+	if c.gracePeriod > 0 {
+		args = append(args, "--node-monitor-grace-period="+c.gracePeriod.String())
+	}
+	return args
+}
