@@ -20,14 +20,16 @@ import (
 )
 
 type config struct {
-	binDir       string
-	dataDir      string
-	nodeName     string
-	etcdPort     int
-	gracePeriod  time.Duration
-	refresh      time.Duration
-	table        bool
-	extraMonitor flagenv.StringList
+	binDir        string
+	dataDir       string
+	nodeName      string
+	etcdPort      int
+	basePort      int
+	gracePeriod   time.Duration
+	refresh       time.Duration
+	table         bool
+	extraMonitor  flagenv.StringList
+	extraReporter flagenv.StringList
 }
 
 const synopsis = `localstack — run the whole nodepulse pipeline on this machine (what 'make run' starts).
@@ -35,7 +37,8 @@ const synopsis = `localstack — run the whole nodepulse pipeline on this machin
 Usage: localstack [flags]
 
 Starts etcd (127.0.0.1:<etcd-port>), a collector (gRPC 127.0.0.1:9090, admin :9190),
-a monitor (gRPC 127.0.0.1:9091, admin :9191) and a reporter for this machine, in
+a monitor (gRPC 127.0.0.1:9091, admin :9191) and a reporter for this machine (admin
+:9192), with the default --base-port, in
 plaintext development mode, then shows the nodes as the monitor serves them.
 Ctrl-C stops everything.`
 
@@ -47,10 +50,12 @@ func parse(args []string) (config, error) {
 	fs.StringVar(&c.dataDir, "data-dir", ".run", "directory for etcd data (removed on exit) and logs (kept)")
 	fs.StringVar(&c.nodeName, "node-name", strings.ToLower(host), "node name of this machine's reporter")
 	fs.IntVar(&c.etcdPort, "etcd-port", 2379, "etcd client port (the peer port is one above)")
+	fs.IntVar(&c.basePort, "base-port", 9090, "collector gRPC port; monitor gRPC is +1, admin ports are +100 (collector, monitor, reporter)")
 	fs.DurationVar(&c.gracePeriod, "grace-period", 0, "monitor grace period (0 keeps the monitor's default)")
 	fs.DurationVar(&c.refresh, "refresh", 2*time.Second, "how often the node table is refreshed")
 	fs.BoolVar(&c.table, "table", true, "show the live node table")
 	fs.Var(&c.extraMonitor, "monitor-args", "extra comma-separated flags for the monitor")
+	fs.Var(&c.extraReporter, "reporter-args", "extra comma-separated flags for the reporter")
 	err := flagenv.Parse(fs, "LOCALSTACK", synopsis, args, nil)
 	return c, err
 }
@@ -165,7 +170,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return fmt.Errorf("missing binary %s (run 'make build' first): %w", bin(n), err)
 		}
 	}
-	for _, p := range []int{cfg.etcdPort, cfg.etcdPort + 1, 9090, 9091, 9190, 9191, 9192} {
+	bp := cfg.basePort
+	addr := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
+	for _, p := range []int{cfg.etcdPort, cfg.etcdPort + 1, bp, bp + 1, bp + 100, bp + 101, bp + 102} {
 		if err := portFree(p); err != nil {
 			return err
 		}
@@ -197,12 +204,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			"--listen-client-urls=" + etcdURL, "--advertise-client-urls=" + etcdURL,
 			"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
 			"--initial-cluster=local=" + peerURL, "--log-level=warn"}},
-		{"collector", "http://127.0.0.1:9190/readyz", []string{"--grpc.insecure", "--grpc.listen-address=127.0.0.1:9090",
-			"--admin.listen-address=127.0.0.1:9190", "--etcd.endpoints=127.0.0.1:" + fmt.Sprint(cfg.etcdPort), "--log.format=console"}},
-		{"monitor", "http://127.0.0.1:9191/readyz", append([]string{"--grpc.insecure", "--collector.insecure", "--grpc.listen-address=127.0.0.1:9091",
-			"--admin.listen-address=127.0.0.1:9191", "--etcd.endpoints=127.0.0.1:" + fmt.Sprint(cfg.etcdPort), "--log.format=console"}, monitorArgs(cfg)...)},
-		{"reporter", "http://127.0.0.1:9192/readyz", []string{"--collector.insecure", "--collector.addresses=127.0.0.1:9090",
-			"--admin.listen-address=127.0.0.1:9192", "--node-name=" + cfg.nodeName, "--log.format=console"}},
+		{"collector", "http://" + addr(bp+100) + "/readyz", []string{"--grpc.insecure", "--grpc.listen-address=" + addr(bp),
+			"--admin.listen-address=" + addr(bp+100), "--etcd.endpoints=" + addr(cfg.etcdPort), "--log.format=console"}},
+		{"monitor", "http://" + addr(bp+101) + "/readyz", append([]string{"--grpc.insecure", "--collector.insecure", "--grpc.listen-address=" + addr(bp+1),
+			"--admin.listen-address=" + addr(bp+101), "--etcd.endpoints=" + addr(cfg.etcdPort), "--log.format=console"}, monitorArgs(cfg)...)},
+		{"reporter", "http://" + addr(bp+102) + "/readyz", append([]string{"--collector.insecure", "--collector.addresses=" + addr(bp),
+			"--admin.listen-address=" + addr(bp+102), "--node-name=" + cfg.nodeName, "--log.format=console"}, cfg.extraReporter...)},
 	}
 	for _, s := range steps {
 		p, err := start(ctx, s.name, logDir, bin(s.name), s.args...)
@@ -218,17 +225,20 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(out, "%-9s ready in %5s  (pid %d, log %s)\n", s.name, time.Since(t0).Round(time.Millisecond), p.cmd.Process.Pid, p.log)
+		if s.name == "reporter" {
+			fmt.Fprintf(out, "all ready (pids:%s)\n", pids(procs))
+		}
 	}
 	fmt.Fprintf(out, `
 nodepulse is up. Try, in another terminal:
-  bin/nodepulse get nodes -o wide
-  bin/nodepulse describe node %[1]s
-  grpcurl -plaintext 127.0.0.1:9091 list
-  grpcurl -plaintext -d '{"name":"%[1]s"}' 127.0.0.1:9091 nodepulse.node.v1.NodeService/GetNode
-  curl -s 127.0.0.1:9190/metrics | grep nodepulse_
+  bin/nodepulse --server %[2]s get nodes -o wide
+  bin/nodepulse --server %[2]s describe node %[1]s
+  grpcurl -plaintext %[2]s list
+  grpcurl -plaintext -d '{"name":"%[1]s"}' %[2]s nodepulse.node.v1.NodeService/GetNode
+  curl -s %[3]s/metrics | grep nodepulse_
 Ctrl-C stops everything.
 
-`, cfg.nodeName)
+`, cfg.nodeName, addr(bp+1), addr(bp+100))
 
 	died := make(chan *proc, len(procs))
 	for _, p := range procs {
@@ -241,7 +251,7 @@ Ctrl-C stops everything.
 	var tableErr chan error
 	if cfg.table {
 		tableErr = make(chan error, 1)
-		go func() { tableErr <- showTable(ctx, out, "127.0.0.1:9091", cfg.refresh) }()
+		go func() { tableErr <- showTable(ctx, out, addr(bp+1), cfg.refresh) }()
 	}
 	select {
 	case <-ctx.Done():
@@ -259,4 +269,12 @@ func monitorArgs(c config) []string {
 		args = append(args, "--node-monitor-grace-period="+c.gracePeriod.String())
 	}
 	return args
+}
+
+func pids(ps []*proc) string {
+	var b strings.Builder
+	for _, p := range ps {
+		fmt.Fprintf(&b, " %s=%d", p.name, p.cmd.Process.Pid)
+	}
+	return b.String()
 }
