@@ -1,0 +1,307 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
+// Package probe reads the host signals the reporter's setters need: CPU and
+// memory, the root filesystem's space and inodes, PID headroom, kernel and OS
+// identity, machine and boot ids. Every file is read under a host root
+// (default "/"), so the reporter can run in a container with the host's
+// filesystem mounted at e.g. /host and still describe the host, not itself.
+//
+// A probe never fails as a whole: each part records its own error and leaves
+// its fields zero, because a node with an unreadable DMI table must still
+// report that it is alive (the Ready setter turns missing capacity into a
+// NotReady reason instead).
+package probe
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Prober reads the host under Root.
+type Prober struct {
+	// Root is where the host's filesystem is visible ("/" when the reporter
+	// runs directly on the host).
+	Root string
+}
+
+// New returns a prober for the host mounted at root ("" means "/").
+func New(root string) *Prober {
+	if root == "" {
+		root = "/"
+	}
+	return &Prober{Root: root}
+}
+
+// FS is the space and inode usage of one filesystem.
+type FS struct {
+	CapacityBytes  int64
+	AvailableBytes int64
+	Inodes         int64
+	InodesFree     int64
+}
+
+// Snapshot is one reading of the host. A part that could not be read has its
+// error set and its fields zero.
+type Snapshot struct {
+	// NumCPU is the number of logical CPUs of the host.
+	NumCPU int
+	// MemTotalBytes and MemAvailableBytes come from /proc/meminfo.
+	MemTotalBytes     int64
+	MemAvailableBytes int64
+	// HugePages maps a page size in bytes to the bytes of pre-allocated huge
+	// pages of that size (HugePages_Total × Hugepagesize).
+	HugePages map[int64]int64
+	// MachineErr is set when CPU or memory could not be read.
+	MachineErr error
+
+	// NodeFS is the root filesystem (the kubelet's nodefs; without a
+	// container runtime it also stands for imagefs).
+	NodeFS FS
+	FSErr  error
+
+	// PIDMax is min(kernel.pid_max, kernel.threads-max), the number of
+	// process ids the host can hand out; Processes is how many are in use.
+	PIDMax    int64
+	Processes int64
+	PIDErr    error
+
+	// Identity of the machine and its software.
+	KernelVersion string
+	OSImage       string
+	MachineID     string
+	SystemUUID    string
+	BootID        string
+	// InfoErrs lists the identity fields that could not be read.
+	InfoErrs []error
+}
+
+// Errs returns every error of the snapshot, for logging.
+func (s *Snapshot) Errs() error {
+	return errors.Join(append([]error{s.MachineErr, s.FSErr, s.PIDErr}, s.InfoErrs...)...)
+}
+
+// Read takes a snapshot of the host.
+func (p *Prober) Read() *Snapshot {
+	s := &Snapshot{}
+	s.NumCPU = p.numCPU()
+	if err := p.readMeminfo(s); err != nil {
+		s.MachineErr = err
+	}
+	fs, err := p.statfs(p.Root)
+	s.NodeFS, s.FSErr = fs, err
+	s.PIDMax, s.Processes, s.PIDErr = p.pids()
+
+	var errs []error
+	read := func(dst *string, what string, paths ...string) {
+		v, err := p.firstLine(paths...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
+			return
+		}
+		*dst = v
+	}
+	read(&s.KernelVersion, "kernel version", "proc/sys/kernel/osrelease")
+	read(&s.MachineID, "machine id", "etc/machine-id", "var/lib/dbus/machine-id")
+	read(&s.SystemUUID, "system uuid", "sys/class/dmi/id/product_uuid")
+	read(&s.BootID, "boot id", "proc/sys/kernel/random/boot_id")
+	if v, err := p.osImage(); err != nil {
+		errs = append(errs, fmt.Errorf("os image: %w", err))
+	} else {
+		s.OSImage = v
+	}
+	s.InfoErrs = errs
+	return s
+}
+
+func (p *Prober) path(rel string) string { return filepath.Join(p.Root, rel) }
+
+// numCPU counts "processor" entries in the host's /proc/cpuinfo. Under the
+// host root "/", runtime.NumCPU would honour this process's CPU affinity and
+// so could undercount the machine; elsewhere it would describe the container
+// rather than the host. It is only the fallback when cpuinfo is unreadable
+// (some architectures format it differently).
+func (p *Prober) numCPU() int {
+	data, err := os.ReadFile(p.path("proc/cpuinfo"))
+	if err == nil {
+		n := 0
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		for sc.Scan() {
+			k, _, ok := strings.Cut(sc.Text(), ":")
+			if ok && strings.TrimSpace(k) == "processor" {
+				n++
+			}
+		}
+		if n > 0 {
+			return n
+		}
+	}
+	return runtime.NumCPU()
+}
+
+func (p *Prober) readMeminfo(s *Snapshot) error {
+	f, err := os.Open(p.path("proc/meminfo"))
+	if err != nil {
+		return fmt.Errorf("read meminfo: %w", err)
+	}
+	defer f.Close()
+	var hpTotal, hpSize int64
+	var haveTotal, haveAvail bool
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(v)
+		if len(fields) == 0 {
+			continue
+		}
+		n, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		if len(fields) > 1 && fields[1] == "kB" {
+			n *= 1024
+		}
+		switch k {
+		case "MemTotal":
+			s.MemTotalBytes, haveTotal = n, true
+		case "MemAvailable":
+			s.MemAvailableBytes, haveAvail = n, true
+		case "HugePages_Total":
+			hpTotal = n
+		case "Hugepagesize":
+			hpSize = n
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read meminfo: %w", err)
+	}
+	if !haveTotal {
+		return errors.New("meminfo has no MemTotal")
+	}
+	if !haveAvail {
+		// Kernels before 3.14 lack MemAvailable; pretend nothing is free
+		// would invent pressure, so count total as available and say so.
+		s.MemAvailableBytes = s.MemTotalBytes
+	}
+	if hpSize > 0 {
+		s.HugePages = map[int64]int64{hpSize: hpTotal * hpSize}
+	}
+	return nil
+}
+
+func (p *Prober) statfs(path string) (FS, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return FS{}, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	bs := int64(st.Bsize) //nolint:unconvert // int32 on some platforms
+	return FS{
+		CapacityBytes:  int64(st.Blocks) * bs,
+		AvailableBytes: int64(st.Bavail) * bs,
+		Inodes:         int64(st.Files),
+		InodesFree:     int64(st.Ffree),
+	}, nil
+}
+
+// pids returns the PID limit and the number of scheduling entities in use.
+// Like the kubelet, the limit is the smaller of pid_max and threads-max and
+// usage counts threads (the 4th field of /proc/loadavg, "running/total"),
+// because threads consume PIDs too.
+func (p *Prober) pids() (limit, used int64, err error) {
+	pidMax, err := p.readInt("proc/sys/kernel/pid_max")
+	if err != nil {
+		return 0, 0, err
+	}
+	limit = pidMax
+	if tm, err := p.readInt("proc/sys/kernel/threads-max"); err == nil && tm < limit {
+		limit = tm
+	}
+	la, err := p.firstLine("proc/loadavg")
+	if err == nil {
+		f := strings.Fields(la)
+		if len(f) >= 4 {
+			if _, total, ok := strings.Cut(f[3], "/"); ok {
+				if n, perr := strconv.ParseInt(total, 10, 64); perr == nil {
+					return limit, n, nil
+				}
+			}
+		}
+	}
+	// Fall back to counting process directories in /proc.
+	ents, derr := os.ReadDir(p.path("proc"))
+	if derr != nil {
+		return limit, 0, fmt.Errorf("count processes: %w", errors.Join(err, derr))
+	}
+	for _, e := range ents {
+		if _, perr := strconv.Atoi(e.Name()); perr == nil {
+			used++
+		}
+	}
+	return limit, used, nil
+}
+
+func (p *Prober) readInt(rel string) (int64, error) {
+	s, err := p.firstLine(rel)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", p.path(rel), err)
+	}
+	return n, nil
+}
+
+// firstLine returns the trimmed first line of the first readable file.
+func (p *Prober) firstLine(rels ...string) (string, error) {
+	var errs []error
+	for _, rel := range rels {
+		data, err := os.ReadFile(p.path(rel))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		line, _, _ := strings.Cut(string(data), "\n")
+		if line = strings.TrimSpace(line); line != "" {
+			return line, nil
+		}
+		errs = append(errs, fmt.Errorf("%s is empty", p.path(rel)))
+	}
+	return "", errors.Join(errs...)
+}
+
+// osImage returns PRETTY_NAME from os-release (/etc first, then /usr/lib, as
+// os-release(5) prescribes).
+func (p *Prober) osImage() (string, error) {
+	var errs []error
+	for _, rel := range []string{"etc/os-release", "usr/lib/os-release"} {
+		data, err := os.ReadFile(p.path(rel))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "PRETTY_NAME="); ok {
+				if uq, err := strconv.Unquote(v); err == nil {
+					v = uq
+				} else {
+					v = strings.Trim(v, `"'`)
+				}
+				return v, nil
+			}
+		}
+		errs = append(errs, fmt.Errorf("%s has no PRETTY_NAME", p.path(rel)))
+	}
+	return "", errors.Join(errs...)
+}
