@@ -13,7 +13,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -256,12 +258,20 @@ func (a *App) Run(ctx context.Context) error {
 	return g.Run(ctx, a.cfg.ShutdownTimeout)
 }
 
+// newFlagSet returns the reporter's flag set writing usage to w.
+func newFlagSet(cfg *Config, w io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("reporter", flag.ContinueOnError)
+	fs.SetOutput(w)
+	cfg.RegisterFlags(fs)
+	fs.Usage = func() { flagenv.PrintUsage(w, fs, EnvPrefix, synopsis) }
+	return fs
+}
+
 // Main parses args (flags and NODEPULSE_* environment) and runs the
 // reporter, or the fleet simulator for "simulate ...".
 func Main(ctx context.Context, args []string) error {
 	cfg := DefaultConfig()
-	fs := flag.NewFlagSet("reporter", flag.ContinueOnError)
-	cfg.RegisterFlags(fs)
+	fs := newFlagSet(&cfg, os.Stderr)
 	if err := flagenv.Parse(fs, EnvPrefix, synopsis, args, nil); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil

@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
+package heartbeat
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/reporter/internal/probe"
+	"github.com/nodepulse/nodepulse/reporter/internal/setters"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
+)
+
+// memStream is an in-memory Report stream; the fake end is memCollector.
+type memStream struct {
+	ctx   context.Context
+	reqs  chan *collectorv1.ReportRequest
+	resps chan *collectorv1.ReportResponse
+}
+
+func (s *memStream) Send(m *collectorv1.ReportRequest) error {
+	select {
+	case s.reqs <- m:
+		return nil
+	case <-s.ctx.Done():
+		return s.ctx.Err()
+	}
+}
+
+func (s *memStream) Recv() (*collectorv1.ReportResponse, error) {
+	select {
+	case m, ok := <-s.resps:
+		if !ok {
+			return nil, errors.New("stream closed by collector")
+		}
+		return m, nil
+	case <-s.ctx.Done():
+		return nil, s.ctx.Err()
+	}
+}
+
+func (s *memStream) CloseSend() error { return nil }
+
+// record is one request as the fake saw it, stamped with the bubble clock.
+type record struct {
+	at   time.Time
+	kind string
+	req  *collectorv1.ReportRequest
+}
+
+// memCollector acks everything and records it; it can push commands.
+type memCollector struct {
+	mu      sync.Mutex
+	records []record
+	streams []*memStream
+	node    *nodev1.Node
+	refuse  func(*collectorv1.ReportRequest) *collectorv1.Ack
+}
+
+func (c *memCollector) dial(ctx context.Context) (Stream, error) {
+	s := &memStream{ctx: ctx, reqs: make(chan *collectorv1.ReportRequest), resps: make(chan *collectorv1.ReportResponse, 16)}
+	c.mu.Lock()
+	c.streams = append(c.streams, s)
+	c.mu.Unlock()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case req := <-s.reqs:
+				kind := "?"
+				ack := &collectorv1.Ack{Seq: req.GetSeq()}
+				switch req.GetMessage().(type) {
+				case *collectorv1.ReportRequest_Register:
+					kind, ack.Node = "register", c.node
+				case *collectorv1.ReportRequest_Lease:
+					kind = "lease"
+				case *collectorv1.ReportRequest_Status:
+					kind = "status"
+				case *collectorv1.ReportRequest_Leaving:
+					kind = "leaving"
+				}
+				c.mu.Lock()
+				c.records = append(c.records, record{time.Now(), kind, req})
+				refuse := c.refuse
+				c.mu.Unlock()
+				if refuse != nil && kind != "register" {
+					if a := refuse(req); a != nil {
+						a.Seq = req.GetSeq()
+						ack = a
+					}
+				}
+				select {
+				case s.resps <- &collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Ack{Ack: ack}}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return s, nil
+}
+
+func (c *memCollector) command(cmd *collectorv1.Command) {
+	c.mu.Lock()
+	s := c.streams[len(c.streams)-1]
+	c.mu.Unlock()
+	s.resps <- &collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Command{Command: cmd}}
+}
+
+func (c *memCollector) times(kind string) []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []time.Time
+	for _, r := range c.records {
+		if r.kind == kind {
+			out = append(out, r.at)
+		}
+	}
+	return out
+}
+
+// node is a status source built on the real setters; notReady flips Ready.
+type node struct {
+	notReady atomic.Bool
+	cfg      setters.Config
+}
+
+func newNode() *node {
+	th, _ := setters.ParseThresholds(setters.DefaultEvictionHard)
+	return &node{cfg: setters.Config{NodeName: "n1", MaxPods: 110, EvictionHard: th, LocalStorageIsolation: true}}
+}
+
+func (n *node) status(now time.Time, old *nodev1.NodeStatus) *nodev1.NodeStatus {
+	in := setters.Inputs{NodeIP: net.ParseIP("10.0.0.1"), Host: &probe.Snapshot{
+		NumCPU: 2, MemTotalBytes: 4 << 30, MemAvailableBytes: 2 << 30, BootID: "b",
+		NodeFS: probe.FS{CapacityBytes: 10 << 30, AvailableBytes: 5 << 30, Inodes: 100, InodesFree: 50}, PIDMax: 1000, Processes: 10}}
+	if n.notReady.Load() {
+		in.RuntimeErrs = []error{errors.New("container runtime is down")}
+	}
+	return setters.Apply(now, &n.cfg, in, old).Status
+}
+
+func testConfig() Config {
+	c := DefaultConfig()
+	c.Register = &collectorv1.Register{NodeName: "n1"}
+	return c
+}
+
+// start runs a client in the bubble and returns a stop func that cancels
+// it and waits for Run to return.
+func start(t *testing.T, cfg Config, col *memCollector, n *node) (stop func()) {
+	t.Helper()
+	cl, err := New(cfg, zap.NewNop(), col.dial, n.status, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- cl.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+}
+
+func gaps(ts []time.Time) []time.Duration {
+	var out []time.Duration
+	for i := 1; i < len(ts); i++ {
+		out = append(out, ts[i].Sub(ts[i-1]))
+	}
+	return out
+}
+
+func TestLeaseOncePerIntervalWithinJitter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		col, n := &memCollector{}, newNode()
+		stop := start(t, testConfig(), col, n)
+		time.Sleep(200 * time.Second)
+		stop()
+		leases := col.times("lease")
+		if len(leases) < 19 || len(leases) > 21 {
+			t.Fatalf("%d renewals in 200s, want ~20 (every 10s)", len(leases))
+		}
+		for i, g := range gaps(leases) {
+			if g < 10*time.Second || g > 10*time.Second+400*time.Millisecond {
+				t.Errorf("gap %d = %s, want within [10s, 10.4s]", i, g)
+			}
+		}
+		for _, r := range col.records {
+			if l := r.req.GetLease(); l != nil && (l.GetLeaseDurationSeconds() != 40 || !l.GetRenewTime().AsTime().Equal(r.at)) {
+				t.Errorf("renewal %v at %v", l, r.at)
+			}
+		}
+		if k := col.records[len(col.records)-1].kind; k != "leaving" {
+			t.Errorf("last message %s, want leaving", k)
+		}
+	})
+}
+
+func TestStatusOnlyOnChangeOrReportFrequency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		col, n := &memCollector{}, newNode()
+		stop := start(t, testConfig(), col, n)
+		synctest.Wait()
+		if got := len(col.times("status")); got != 1 {
+			t.Fatalf("%d statuses at connect, want 1", got)
+		}
+		// Nothing changes for 2 minutes: the report interval is at least
+		// 2.5m (5m - 50% jitter), so no status goes out.
+		time.Sleep(2 * time.Minute)
+		if got := len(col.times("status")); got != 1 {
+			t.Fatalf("%d statuses after 2 unchanged minutes, want 1", got)
+		}
+		// A flip: exactly one status within one update tick.
+		n.notReady.Store(true)
+		flipAt := time.Now()
+		time.Sleep(30 * time.Second)
+		st := col.times("status")
+		if len(st) != 2 {
+			t.Fatalf("%d statuses after a flip, want 2", len(st))
+		}
+		if d := st[1].Sub(flipAt); d > 10*time.Second+400*time.Millisecond {
+			t.Errorf("flip reported after %s, want within one tick", d)
+		}
+		col.mu.Lock()
+		last := col.records[len(col.records)-1]
+		for _, r := range col.records {
+			if r.kind == "status" {
+				last = r
+			}
+		}
+		col.mu.Unlock()
+		if rd := nodemodel.FindCondition(last.req.GetStatus().GetStatus().GetConditions(), nodemodel.Ready); rd.GetStatus() != "False" || rd.GetMessage() != "container runtime is down" {
+			t.Errorf("flipped Ready = %v", rd)
+		}
+		stop()
+	})
+}
+
+func TestStatusAtReportFrequency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		col, n := &memCollector{}, newNode()
+		stop := start(t, testConfig(), col, n)
+		time.Sleep(30 * time.Minute)
+		stop()
+		st := col.times("status")
+		g := gaps(st)
+		if len(g) < 4 {
+			t.Fatalf("%d statuses in 30 unchanged minutes, want ≥5", len(st))
+		}
+		// After a connect the next report is jittered ±50% (spec §4.3),
+		// rounded up to the next 10s tick.
+		if g[0] < 150*time.Second || g[0] > 450*time.Second+11*time.Second {
+			t.Errorf("first periodic report after %s, want within [2.5m, 7.5m] plus a tick", g[0])
+		}
+		for i, d := range g[1:] {
+			if d < 5*time.Minute || d > 5*time.Minute+11*time.Second {
+				t.Errorf("report gap %d = %s, want 5m (plus up to one tick)", i+1, d)
+			}
+		}
+	})
+}
+
+func TestCommandsAndRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		col, n := &memCollector{}, newNode()
+		var refused atomic.Int32
+		col.refuse = func(r *collectorv1.ReportRequest) *collectorv1.Ack {
+			if r.GetStatus() != nil && refused.Add(1) == 1 {
+				return &collectorv1.Ack{Error: &collectorv1.Error{Code: 14, Message: "etcd unavailable"}, RetryAfter: durationpb.New(3 * time.Second)}
+			}
+			return nil
+		}
+		stop := start(t, testConfig(), col, n)
+		time.Sleep(5 * time.Second)
+		if got := len(col.times("status")); got != 2 {
+			t.Fatalf("%d statuses, want 2 (refused one resent after retry_after)", got)
+		}
+		col.command(&collectorv1.Command{Command: &collectorv1.Command_ReportStatus{ReportStatus: &collectorv1.ReportStatus{Reason: "test"}}})
+		synctest.Wait()
+		if got := len(col.times("status")); got != 3 {
+			t.Fatalf("%d statuses after ReportStatus, want 3", got)
+		}
+		col.command(&collectorv1.Command{Command: &collectorv1.Command_SlowDown{SlowDown: &collectorv1.SlowDown{MinLeaseInterval: durationpb.New(20 * time.Second)}}})
+		synctest.Wait()
+		before := len(col.times("lease"))
+		time.Sleep(100 * time.Second)
+		if got := len(col.times("lease")) - before; got < 4 || got > 6 {
+			t.Errorf("%d renewals in 100s after SlowDown(20s), want ~5", got)
+		}
+		col.command(&collectorv1.Command{Command: &collectorv1.Command_Reconnect{Reconnect: &collectorv1.Reconnect{Within: durationpb.New(10 * time.Second)}}})
+		time.Sleep(11 * time.Second)
+		if got := len(col.times("register")); got != 2 {
+			t.Errorf("%d registers after Reconnect, want 2", got)
+		}
+		stop()
+	})
+}
+
+func TestReconnectBackoffAfterStreamLoss(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		col, n := &memCollector{}, newNode()
+		var fail atomic.Int32
+		fail.Store(3)
+		dial := func(ctx context.Context) (Stream, error) {
+			if fail.Add(-1) >= 0 {
+				return nil, errors.New("connection refused")
+			}
+			return col.dial(ctx)
+		}
+		cl, err := New(testConfig(), zap.NewNop(), dial, n.status, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		start := time.Now()
+		go func() { _ = cl.Run(ctx) }()
+		for cl.Ready() != nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		// Three failures: waits in [50,100) + [100,200) + [200,400) ms.
+		if d := time.Since(start); d < 350*time.Millisecond || d > 700*time.Millisecond {
+			t.Errorf("registered after %s, want ~0.35–0.7s of backoff", d)
+		}
+		cancel()
+		synctest.Wait()
+	})
+}
