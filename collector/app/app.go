@@ -1,0 +1,508 @@
+// Package app is the collector's composition root: configuration and flags,
+// wiring of the ingest server, write path, liveness feed and registration in
+// etcd, and the run/drain sequence. tests/ runs collectors in-process
+// through it (docs/contracts.md).
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/nodepulse/nodepulse/collector/internal/feed"
+	"github.com/nodepulse/nodepulse/collector/internal/ingest"
+	"github.com/nodepulse/nodepulse/collector/internal/live"
+	"github.com/nodepulse/nodepulse/collector/internal/persist"
+	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
+	"github.com/nodepulse/nodepulse/services/admin"
+	"github.com/nodepulse/nodepulse/services/flagenv"
+	"github.com/nodepulse/nodepulse/services/grpcserver"
+	"github.com/nodepulse/nodepulse/services/identity"
+	"github.com/nodepulse/nodepulse/services/logging"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
+	"github.com/nodepulse/nodepulse/services/nodestore"
+	"github.com/nodepulse/nodepulse/services/nodestore/etcdstore"
+	"github.com/nodepulse/nodepulse/services/run"
+	"github.com/nodepulse/nodepulse/services/version"
+)
+
+// EnvPrefix of every collector flag's environment variable.
+const EnvPrefix = "NODEPULSE"
+
+const synopsis = `collector: the node-facing front door of nodepulse.
+
+Reporters hold one Report stream per node; the collector validates and
+authenticates every message, keeps lease renewals in memory (streaming them
+to monitors over the liveness feed and checkpointing them into etcd), and
+stores node registrations and changed statuses in etcd. It never judges
+health. Stateless: run any number of replicas behind one name.
+
+Usage: collector [flags]`
+
+// Config of a collector.
+type Config struct {
+	Log   logging.Config
+	GRPC  grpcserver.Config
+	Admin admin.Config
+	Etcd  etcdstore.Config
+
+	// ID of this collector process; default "<hostname>-<random>".
+	ID string
+	// AdvertiseAddress is where monitors reach the feed; default derived
+	// from the gRPC listen address and the host name.
+	AdvertiseAddress string
+	// SessionTTL of the etcd session that keeps collectors/<id> alive.
+	SessionTTL time.Duration
+	// DrainWindow: on shutdown, reporters are told to reconnect elsewhere
+	// at a random moment within this window; must be shorter than
+	// --grpc.drain-timeout so they leave before streams are cut.
+	DrainWindow time.Duration
+	// ShutdownTimeout bounds the whole stop sequence.
+	ShutdownTimeout time.Duration
+
+	Ingest  ingest.Config
+	Persist persist.Config
+	Feed    feed.Config
+
+	// Store, when set, is used instead of connecting to --etcd.endpoints
+	// (tests: memstore or an embedded etcd). The collector does not close it.
+	Store nodestore.Store `json:"-"`
+}
+
+// DefaultConfig returns the defaults of every flag.
+func DefaultConfig() Config {
+	var c Config
+	fs := flag.NewFlagSet("collector", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	return c
+}
+
+// RegisterFlags adds every collector flag to fs with its default.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	c.Log.RegisterFlags(fs)
+	c.GRPC.RegisterFlags(fs, fmt.Sprintf(":%d", admin.CollectorGRPCPort))
+	c.Admin.RegisterFlags(fs, fmt.Sprintf(":%d", admin.CollectorAdmin))
+	c.Etcd.RegisterFlags(fs)
+	ic, pc, fc := ingest.DefaultConfig(), persist.DefaultConfig(), feed.DefaultConfig()
+	c.Ingest, c.Persist, c.Feed = ic, pc, fc
+
+	fs.StringVar(&c.ID, "collector.id", "", "id of this collector in etcd and in lease checkpoints (default <hostname>-<random>, unique per start)")
+	fs.StringVar(&c.AdvertiseAddress, "collector.advertise-address", "", "host:port where monitors reach this collector's feed (default: the gRPC listen address, with the host name when it listens on all interfaces)")
+	fs.DurationVar(&c.SessionTTL, "collector.session-ttl", 10*time.Second, "TTL of the etcd session holding collectors/<id>: a dead collector disappears from discovery after at most this")
+	fs.DurationVar(&c.DrainWindow, "drain.reconnect-window", 5*time.Second, "on shutdown, reporters reconnect elsewhere at a random moment within this window (keep below --grpc.drain-timeout)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "upper bound of the whole shutdown sequence")
+
+	fs.IntVar(&c.Ingest.MaxStreams, "max-streams", ic.MaxStreams, "open Report streams at most; more are refused with ResourceExhausted")
+	fs.DurationVar(&c.Ingest.Limits.MaxClockSkew, "max-clock-skew", ic.Limits.MaxClockSkew, "timestamps (renewTime, condition times) may be at most this far in the collector's future")
+	fs.Float64Var(&c.Ingest.MessagesPerSecond, "limits.messages-per-second", ic.MessagesPerSecond, "per-node token bucket rate of Report messages (a reporter on defaults sends ~0.2/s)")
+	fs.IntVar(&c.Ingest.MessageBurst, "limits.message-burst", ic.MessageBurst, "per-node token bucket burst")
+	fs.DurationVar(&c.Ingest.RegisterTimeout, "limits.register-timeout", ic.RegisterTimeout, "a stream must send its Register within this")
+	fs.DurationVar(&c.Ingest.RetryAfter, "limits.retry-after", ic.RetryAfter, "retry_after given to refused status reports (etcd unavailable, queue full)")
+	fs.DurationVar(&c.Ingest.UnavailableReconnectAfter, "etcd-unavailable-reconnect-after", ic.UnavailableReconnectAfter, "after etcd has been unreachable this long, tell reporters to reconnect to another collector (0 disables)")
+	fs.DurationVar(&c.Ingest.ReconnectWindow, "etcd-unavailable-reconnect-window", ic.ReconnectWindow, "window over which reporters spread that reconnect")
+
+	fs.DurationVar(&c.Persist.CommitWindow, "status.commit-window", pc.CommitWindow, "group commit: status writes arriving within this window share one etcd Txn")
+	fs.IntVar(&c.Persist.QueueSize, "status.queue-size", pc.QueueSize, "status writes and registrations waiting for etcd at most; more are refused with retry_after")
+	fs.DurationVar(&c.Persist.CheckpointInterval, "lease.checkpoint-interval", pc.CheckpointInterval, "write each attached node's lease to etcd this often (plus once at attach); the staleness bound of leases/ in etcd")
+	fs.Float64Var(&c.Persist.CheckpointTxnPerSecond, "lease.checkpoint-txn-per-second", pc.CheckpointTxnPerSecond, "cap on lease checkpoint Txns per second (each up to --etcd.max-txn-ops leases), to spread attach storms")
+	fs.DurationVar(&c.Persist.PingInterval, "etcd.ping-interval", pc.PingInterval, "how often etcd availability is probed (readiness)")
+
+	fs.DurationVar(&c.Feed.BatchInterval, "feed.batch-interval", fc.BatchInterval, "liveness feed: pending events are sent this often")
+	fs.DurationVar(&c.Feed.HeartbeatInterval, "feed.heartbeat-interval", fc.HeartbeatInterval, "liveness feed: longest gap between batches (empty batches fill quiet periods)")
+	fs.IntVar(&c.Feed.SubscriberBuffer, "feed.subscriber-buffer", fc.SubscriberBuffer, "liveness feed: batches buffered per subscriber before a slow one is resynced from a snapshot")
+}
+
+// Validate checks the combination of settings.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.DrainWindow <= 0 || c.DrainWindow >= c.GRPC.DrainTimeout {
+		errs = append(errs, fmt.Errorf("--drain.reconnect-window (%s) must be > 0 and below --grpc.drain-timeout (%s)", c.DrainWindow, c.GRPC.DrainTimeout))
+	}
+	if c.SessionTTL < time.Second {
+		errs = append(errs, fmt.Errorf("--collector.session-ttl (%s) must be at least 1s", c.SessionTTL))
+	}
+	if c.Persist.CheckpointInterval < time.Second {
+		errs = append(errs, fmt.Errorf("--lease.checkpoint-interval (%s) must be at least 1s", c.Persist.CheckpointInterval))
+	}
+	if c.Ingest.Limits.MaxClockSkew < 0 {
+		errs = append(errs, fmt.Errorf("--max-clock-skew must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// App is a running collector.
+type App struct {
+	cfg      Config
+	lg       *zap.Logger
+	store    nodestore.Store
+	ownStore bool
+	grpc     *grpcserver.Server
+	admin    *admin.Server
+	table    *live.Table
+	persist  *persist.Persister
+	ingest   *ingest.Server
+	feed     *feed.Server
+	info     *collectorv1.CollectorInfo
+
+	sessMu sync.Mutex
+	sess   nodestore.Session
+}
+
+// New builds a collector and listens on its ports at once (":0" works;
+// read GRPCAddr and AdminAddr).
+func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.ID == "" {
+		cfg.ID = defaultID()
+	}
+	a := &App{cfg: cfg, lg: lg}
+	a.store = cfg.Store
+	if a.store == nil {
+		s, err := etcdstore.New(cfg.Etcd, lg)
+		if err != nil {
+			return nil, err
+		}
+		a.store, a.ownStore = s, true
+	}
+	// Feed events are bounded by four per attached node per batch at most
+	// in practice; 1M events is ~50 MB, beyond which subscribers resync.
+	a.table = live.New(1 << 20)
+	var err error
+	pc := cfg.Persist
+	pc.CollectorID = cfg.ID
+	if a.persist, err = persist.New(pc, a.store, a.table, lg, reg); err != nil {
+		return nil, a.closeOnErr(err)
+	}
+	ic := cfg.Ingest
+	ic.CollectorID, ic.Insecure = cfg.ID, cfg.GRPC.TLS.Insecure
+	if a.ingest, err = ingest.New(ic, a.persist, a.table, lg, reg); err != nil {
+		return nil, a.closeOnErr(err)
+	}
+	fc := cfg.Feed
+	fc.CollectorID = cfg.ID
+	if a.feed, err = feed.New(fc, a.table, a.ingest, lg, reg); err != nil {
+		return nil, a.closeOnErr(err)
+	}
+	auth := &authorizer{insecure: cfg.GRPC.TLS.Insecure}
+	a.grpc, err = grpcserver.New(cfg.GRPC, lg, reg, grpcserver.Options{
+		Unary:  []grpc.UnaryServerInterceptor{auth.unary},
+		Stream: []grpc.StreamServerInterceptor{auth.stream},
+	})
+	if err != nil {
+		return nil, a.closeOnErr(err)
+	}
+	collectorv1.RegisterCollectorServiceServer(a.grpc.Server, a.ingest)
+	collectorv1.RegisterFeedServiceServer(a.grpc.Server, a.feed)
+	var gatherer prometheus.Gatherer = prometheus.DefaultGatherer
+	if reg != nil {
+		gatherer = reg
+	}
+	if a.admin, err = admin.New(cfg.Admin, lg, gatherer); err != nil {
+		a.grpc.Stop()
+		return nil, a.closeOnErr(err)
+	}
+	if a.admin != nil {
+		a.admin.AddReadyCheck("etcd", a.persist.ReadyCheck)
+	}
+	adv := cfg.AdvertiseAddress
+	if adv == "" {
+		adv = advertise(a.grpc.Addr())
+	}
+	a.info = &collectorv1.CollectorInfo{Id: cfg.ID, FeedAddress: adv, StartTime: nodemodel.Timestamp(time.Now()), Version: version.String()}
+	lg.Info("collector configured", zap.String("id", cfg.ID), zap.String("grpc", a.grpc.Addr().String()), zap.String("advertise", adv),
+		zap.Bool("insecure", cfg.GRPC.TLS.Insecure), zap.Duration("checkpointInterval", cfg.Persist.CheckpointInterval))
+	return a, nil
+}
+
+func (a *App) closeOnErr(err error) error {
+	if a.ownStore {
+		_ = a.store.Close()
+	}
+	return err
+}
+
+// GRPCAddr is the bound gRPC address.
+func (a *App) GRPCAddr() string { return a.grpc.Addr().String() }
+
+// AdminAddr is the bound admin address ("" when disabled).
+func (a *App) AdminAddr() string {
+	if a.admin == nil {
+		return ""
+	}
+	return a.admin.Addr().String()
+}
+
+// ID of this collector.
+func (a *App) ID() string { return a.cfg.ID }
+
+// FeedAddress is the advertised feed address.
+func (a *App) FeedAddress() string { return a.info.GetFeedAddress() }
+
+// Ready is the admin readiness state (nil when ready).
+func (a *App) Ready() error { return a.persist.ReadyCheck() }
+
+// Streams is the number of open Report streams.
+func (a *App) Streams() int { return a.ingest.Open() }
+
+// Run serves until ctx ends, then drains: CollectorInfo marked draining,
+// leases flushed to etcd, reporters told to reconnect within the drain
+// window, streams ended, pending writes finished, collectors/<id> removed,
+// all within --grpc.drain-timeout plus the final flush.
+func (a *App) Run(ctx context.Context) error {
+	defer func() {
+		if a.ownStore {
+			_ = a.store.Close()
+		}
+	}()
+	// The write path and feed outlive the gRPC server: streams still being
+	// drained need them. They stop only after the server has.
+	bg, stopBG := context.WithCancel(context.Background())
+	var bgWG sync.WaitGroup
+	for _, f := range []func(context.Context) error{a.persist.Run, a.feed.Run, a.ingest.Run, a.readiness, a.register} {
+		bgWG.Add(1)
+		go func() { defer bgWG.Done(); _ = f(bg) }()
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			stopBG()
+			bgWG.Wait()
+		}
+	}
+	defer stop()
+
+	a.grpc.OnDrain(a.drain)
+	var g run.Group
+	g.Add("grpc", a.grpc)
+	if a.admin != nil {
+		g.Add("admin", a.admin)
+	}
+	err := g.Run(ctx, a.cfg.ShutdownTimeout)
+
+	// Streams are gone (or cut). Status acks were only sent after commit,
+	// so nothing acknowledged as durable is pending; write the last lease
+	// renewals of streams that ended after the drain flush.
+	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if ferr := a.persist.Flush(fctx); ferr != nil {
+		a.lg.Warn("final lease flush failed", zap.Error(ferr))
+	}
+	cancel()
+	// Stop the background loops first, so the registration loop does not
+	// take the closed session for a lost one and register again.
+	stop()
+	a.deregister()
+	a.lg.Info("collector stopped")
+	return err
+}
+
+// drain runs when shutdown starts, before GracefulStop.
+func (a *App) drain() {
+	a.lg.Info("collector draining", zap.Duration("window", a.cfg.DrainWindow))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	a.sessMu.Lock()
+	a.info.Draining = true
+	if a.sess != nil {
+		if err := a.sess.Put(ctx, nodestore.Collectors, a.cfg.ID, a.info); err != nil {
+			a.lg.Warn("could not mark collector draining in etcd", zap.Error(err))
+		}
+	}
+	a.sessMu.Unlock()
+	// Flush before telling reporters to move: once they attach elsewhere
+	// the other collector writes their leases, and a late flush from here
+	// could overwrite a newer checkpoint with an older renewTime.
+	if err := a.persist.Flush(ctx); err != nil {
+		a.lg.Warn("lease flush at drain failed", zap.Error(err))
+	}
+	a.ingest.Drain(a.cfg.DrainWindow)
+}
+
+// readiness mirrors etcd availability into gRPC health, so reporters'
+// health-checking balancers skip a collector that cannot store.
+func (a *App) readiness(ctx context.Context) error {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	last := -1
+	for {
+		ok := 0
+		if a.persist.Available() {
+			ok = 1
+		}
+		if ok != last {
+			last = ok
+			a.grpc.SetServing(ok == 1, collectorv1.CollectorService_ServiceDesc.ServiceName, collectorv1.FeedService_ServiceDesc.ServiceName)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// register keeps collectors/<id> in etcd through a session, recreating it
+// when the session is lost (an etcd outage longer than its TTL).
+func (a *App) register(ctx context.Context) error {
+	backoff := 500 * time.Millisecond
+	for ctx.Err() == nil {
+		sess, err := a.store.NewSession(ctx, a.cfg.SessionTTL)
+		if err == nil {
+			a.sessMu.Lock()
+			err = sess.Put(ctx, nodestore.Collectors, a.cfg.ID, a.info)
+			if err == nil {
+				a.sess = sess
+			}
+			a.sessMu.Unlock()
+			if err != nil {
+				_ = sess.Close()
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			a.lg.Warn("cannot register collector in etcd; retrying", zap.Error(err), zap.Duration("backoff", backoff))
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 10*time.Second)
+			continue
+		}
+		backoff = 500 * time.Millisecond
+		a.lg.Info("collector registered in etcd", zap.String("id", a.cfg.ID), zap.String("feedAddress", a.info.GetFeedAddress()))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sess.Done():
+			a.lg.Warn("etcd session lost; registering again")
+			a.sessMu.Lock()
+			a.sess = nil
+			a.sessMu.Unlock()
+		}
+	}
+	return nil
+}
+
+func (a *App) deregister() {
+	a.sessMu.Lock()
+	defer a.sessMu.Unlock()
+	if a.sess != nil {
+		if err := a.sess.Close(); err != nil {
+			a.lg.Warn("deregistering collector", zap.Error(err))
+		}
+		a.sess = nil
+	}
+}
+
+func defaultID() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "collector"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return h + "-" + hex.EncodeToString(b[:])
+}
+
+// advertise derives the feed address from the bound address: the host name
+// when listening on every interface, else the listen host.
+func advertise(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			host = h
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// authorizer lets only nodes report and only control-plane identities
+// follow feeds. Register checks the node name itself (the name is inside the
+// stream). Plaintext mode allows everyone (logged at start).
+type authorizer struct{ insecure bool }
+
+func (z *authorizer) check(ctx context.Context, method string) error {
+	if z.insecure {
+		return nil
+	}
+	id := identity.FromContext(ctx)
+	switch {
+	case method == collectorv1.CollectorService_Report_FullMethodName:
+		if id.Role != identity.Node {
+			return status.Errorf(codes.PermissionDenied, "caller %s: only node identities (O %s) may open Report streams", id, identity.NodeOrganization)
+		}
+	case len(method) > len(feedPrefix) && method[:len(feedPrefix)] == feedPrefix:
+		if id.Role != identity.Component && id.Role != identity.Operator {
+			return status.Errorf(codes.PermissionDenied, "caller %s: FeedService needs a component (O %s) or operator (O %s) identity",
+				id, identity.ComponentOrganization, identity.OperatorOrganization)
+		}
+	}
+	return nil
+}
+
+var feedPrefix = "/" + collectorv1.FeedService_ServiceDesc.ServiceName + "/"
+
+func (z *authorizer) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := z.check(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+func (z *authorizer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if err := z.check(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return h(srv, ss)
+}
+
+// Main parses args and the environment, then runs a collector until ctx ends.
+func Main(ctx context.Context, args []string) error {
+	var cfg Config
+	fs := flag.NewFlagSet("collector", flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := flagenv.Parse(fs, EnvPrefix, synopsis, args, nil); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if *showVersion {
+		fmt.Println(version.String())
+		return nil
+	}
+	lg, err := logging.New(cfg.Log, "collector")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = lg.Sync() }()
+	logging.RedirectGRPC(lg)
+	reg := admin.NewRegistry()
+	a, err := New(cfg, lg, reg)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}

@@ -1,0 +1,45 @@
+package ingest
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+type metrics struct {
+	streams    prometheus.Gauge
+	messages   *prometheus.CounterVec
+	validation *prometheus.CounterVec
+	rejected   *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodepulse_collector_streams_open",
+			Help: "Open Report streams.",
+		}),
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodepulse_collector_messages_total",
+			Help: "Report messages by kind (register, lease, status, leaving) and result (ok, unchanged, invalid, rate_limited, unavailable, busy, permission_denied, failed_precondition).",
+		}, []string{"kind", "result"}),
+		validation: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodepulse_collector_validation_failures_total",
+			Help: "Refused fields, by field path with map keys and indices replaced by *.",
+		}, []string{"field"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodepulse_collector_streams_rejected_total",
+			Help: "Report streams refused before registration, by reason (draining, max_streams, register_timeout).",
+		}, []string{"reason"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.streams, m.messages, m.validation, m.rejected} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+func zapNode(n string) zap.Field   { return zap.String("node", n) }
+func zapReason(r string) zap.Field { return zap.String("reason", r) }

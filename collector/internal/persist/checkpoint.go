@@ -1,0 +1,210 @@
+package persist
+
+import (
+	"container/heap"
+	"context"
+	"hash/fnv"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/time/rate"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/nodepulse/nodepulse/collector/internal/live"
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
+	"github.com/nodepulse/nodepulse/services/nodestore"
+)
+
+// checkpointTick is how often the checkpointer looks for due leases. It
+// adds at most this much to a lease's staleness in etcd.
+const checkpointTick = 250 * time.Millisecond
+
+type dueItem struct {
+	due  time.Time
+	name string
+	gen  uint64
+}
+
+type dueHeap []dueItem
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(x any)        { *h = append(*h, x.(dueItem)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return it
+}
+
+// Attach schedules the attach checkpoint of attachment gen of name: the
+// first renewal on a new stream is written at once (rate permitting), so
+// etcd learns quickly which collector holds the node. Later checkpoints
+// follow at the node's phase of the checkpoint interval.
+func (p *Persister) Attach(name string, gen uint64) { p.schedule(name, gen, time.Time{}) }
+
+// CheckpointNow moves name's next checkpoint to now (a reporter that is
+// leaving: its last renewal should reach etcd).
+func (p *Persister) CheckpointNow(name string, gen uint64) { p.schedule(name, gen, time.Time{}) }
+
+func (p *Persister) schedule(name string, gen uint64, due time.Time) {
+	p.ckMu.Lock()
+	heap.Push(&p.ckHeap, dueItem{due: due, name: name, gen: gen})
+	p.m.ckPending.Set(float64(p.ckHeap.Len()))
+	p.ckMu.Unlock()
+	if due.IsZero() {
+		select {
+		case p.ckWake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// nextPhase is the next instant after now at which name's checkpoint falls
+// due: every node has a fixed offset in the interval (a hash of its name),
+// so checkpoints of a fleet that attached all at once still spread evenly.
+func (p *Persister) nextPhase(name string, now time.Time) time.Time {
+	iv := int64(p.cfg.CheckpointInterval)
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	off := int64(h.Sum64() % uint64(iv))
+	k := (now.UnixNano()-off)/iv + 1
+	return time.Unix(0, k*iv+off)
+}
+
+func (p *Persister) popDue(now time.Time, n int) []dueItem {
+	p.ckMu.Lock()
+	defer p.ckMu.Unlock()
+	var out []dueItem
+	seen := map[string]bool{}
+	for p.ckHeap.Len() > 0 && len(out) < n && !p.ckHeap[0].due.After(now) {
+		it := heap.Pop(&p.ckHeap).(dueItem)
+		// A node scheduled twice (attach, then leaving) is written once;
+		// etcd refuses a Txn that puts a key twice.
+		if seen[it.name] {
+			continue
+		}
+		seen[it.name] = true
+		out = append(out, it)
+	}
+	p.m.ckPending.Set(float64(p.ckHeap.Len()))
+	return out
+}
+
+func (p *Persister) checkpointLoop(ctx context.Context) {
+	lim := rate.NewLimiter(rate.Limit(p.cfg.CheckpointTxnPerSecond), 1)
+	t := time.NewTicker(checkpointTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-p.ckWake:
+		}
+		// While etcd is down, due checkpoints wait in the heap; they are
+		// written when the probe sees etcd again.
+		for p.available.Load() {
+			items := p.popDue(p.now(), p.store.MaxOps())
+			if len(items) == 0 {
+				break
+			}
+			if err := lim.Wait(ctx); err != nil {
+				return
+			}
+			p.checkpointBatch(ctx, items)
+		}
+	}
+}
+
+// lease builds the stored lease of an entry.
+func (p *Persister) lease(e live.Entry, now time.Time) *nodev1.Lease {
+	l := &nodev1.Lease{
+		Metadata: &nodev1.ObjectMeta{Name: e.Name},
+		Spec: &nodev1.LeaseSpec{
+			HolderIdentity:       e.Name,
+			LeaseDurationSeconds: e.DurationSeconds,
+			RenewTime:            nodemodel.Timestamp(e.RenewTime),
+			AcquireTime:          nodemodel.Timestamp(e.AcquireTime),
+		},
+		Persistence: &nodev1.LeasePersistence{
+			Collector:   p.cfg.CollectorID,
+			PersistTime: nodemodel.Timestamp(now),
+			// The live renewTime may run ahead of this copy by one interval
+			// plus the checkpointer's tick while the node stays attached here.
+			MaxStaleness: durationpb.New(p.cfg.CheckpointInterval + checkpointTick),
+			Renewals:     e.Renewals,
+		},
+	}
+	if e.UID != "" {
+		l.Metadata.OwnerReferences = []*nodev1.OwnerReference{{ApiVersion: "v1", Kind: "Node", Name: e.Name, Uid: e.UID}}
+	}
+	return l
+}
+
+func (p *Persister) checkpointBatch(ctx context.Context, items []dueItem) {
+	now := p.now()
+	var ops []nodestore.Op
+	var written []live.Entry
+	for _, it := range items {
+		e, ok := p.table.Get(it.name, it.gen)
+		if !ok {
+			continue // detached: nothing to keep fresh
+		}
+		if e.Persisted && !e.Dirty {
+			// No renewal since the last checkpoint: writing the same
+			// renewTime again would tell nobody anything.
+			p.schedule(it.name, it.gen, p.nextPhase(it.name, now))
+			continue
+		}
+		ops = append(ops, nodestore.Put(nodestore.Leases, it.name, p.lease(e, now)))
+		written = append(written, e)
+	}
+	if len(ops) == 0 {
+		return
+	}
+	if err := p.apply(ctx, "lease", ops); err != nil {
+		p.lg.Warn("lease checkpoint failed; will retry", zap.Int("leases", len(ops)), zap.Error(err))
+		for _, e := range written {
+			p.schedule(e.Name, e.Gen, now.Add(p.cfg.RetryInterval))
+		}
+		return
+	}
+	p.m.checkpoints.Add(float64(len(ops)))
+	for _, e := range written {
+		p.table.MarkPersisted(e.Name, e.Gen, e.RenewTime)
+		p.schedule(e.Name, e.Gen, p.nextPhase(e.Name, now))
+	}
+}
+
+// Flush writes every attached lease whose live renewal is ahead of etcd,
+// ignoring phases and the rate cap. The collector calls it when it starts
+// draining, before it tells its reporters to move, so its last checkpoints
+// cannot overwrite the attach checkpoints of the collectors they move to.
+func (p *Persister) Flush(ctx context.Context) error {
+	now := p.now()
+	var ops []nodestore.Op
+	var entries []live.Entry
+	for _, n := range p.table.Names() {
+		e, ok := p.table.Get(n, 0)
+		if !ok || !e.Dirty {
+			continue
+		}
+		ops = append(ops, nodestore.Put(nodestore.Leases, n, p.lease(e, now)))
+		entries = append(entries, e)
+	}
+	for len(ops) > 0 {
+		c := min(len(ops), p.store.MaxOps())
+		if err := p.apply(ctx, "lease", ops[:c]); err != nil {
+			return err
+		}
+		p.m.checkpoints.Add(float64(c))
+		for _, e := range entries[:c] {
+			p.table.MarkPersisted(e.Name, e.Gen, e.RenewTime)
+		}
+		ops, entries = ops[c:], entries[c:]
+	}
+	return nil
+}

@@ -1,0 +1,512 @@
+// Package persist is the collector's write path to etcd (through
+// nodestore). Three flows, each batched, because at fleet scale the number
+// of etcd transactions, not their size, is what costs:
+//
+//   - Registrations: create nodes/<name> if absent and read the node's
+//     stored status/ and health/ to answer with the served node. Concurrent
+//     registrations (a storm after a collector restart) share one
+//     multi-key read Txn and one create Txn.
+//   - Status: written only when it changed (the caller compares with the
+//     stored copy); concurrent writes from many streams are group-committed
+//     into one Txn per commit window. The caller acks only after commit.
+//   - Lease checkpoints: renewals stay in memory (package live); each
+//     attached node's lease is written at attach and then once per
+//     checkpoint interval at a per-node phase, so the load is flat whatever
+//     the attach pattern was.
+//
+// Availability: a ping loop and every write result tell whether etcd
+// answers; callers refuse durable work at once while it does not.
+package persist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/nodepulse/nodepulse/collector/internal/live"
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
+	"github.com/nodepulse/nodepulse/services/nodestore"
+)
+
+// Errors returned to the ingest path, which maps them to gRPC codes.
+var (
+	// ErrUnavailable: etcd does not answer; retry later.
+	ErrUnavailable = errors.New("etcd unavailable")
+	// ErrBusy: the write queue is full; retry later.
+	ErrBusy = errors.New("write queue full")
+)
+
+// Config of the write path.
+type Config struct {
+	// CollectorID is written into every lease checkpoint.
+	CollectorID string
+	// CommitWindow: how long the group committer waits for more writes
+	// after the first one. A few ms costs each status ack that much latency
+	// and turns N concurrent writes into one Txn.
+	CommitWindow time.Duration
+	// CheckpointInterval: each attached node's lease is written once per
+	// interval (plus once at attach). It is the documented staleness bound of
+	// leases/ in etcd.
+	CheckpointInterval time.Duration
+	// CheckpointTxnPerSecond caps checkpoint Txns, so an attach storm of
+	// 100,000 nodes spreads over tens of seconds instead of hitting etcd at
+	// once (the feed carries liveness meanwhile).
+	CheckpointTxnPerSecond float64
+	// QueueSize bounds pending status writes and registrations.
+	QueueSize int
+	// PingInterval of the availability probe.
+	PingInterval time.Duration
+	// RetryInterval: a failed checkpoint is retried after this.
+	RetryInterval time.Duration
+}
+
+// DefaultConfig is the production setting.
+func DefaultConfig() Config {
+	return Config{
+		CommitWindow:           5 * time.Millisecond,
+		CheckpointInterval:     5 * time.Minute,
+		CheckpointTxnPerSecond: 25,
+		QueueSize:              10000,
+		PingInterval:           time.Second,
+		RetryInterval:          2 * time.Second,
+	}
+}
+
+// Store is what the write path needs from nodestore.
+type Store interface {
+	nodestore.Reader
+	nodestore.Writer
+	Ping(ctx context.Context) error
+}
+
+// Persister runs the write path.
+type Persister struct {
+	cfg   Config
+	lg    *zap.Logger
+	store Store
+	table *live.Table
+	m     *metrics
+	now   func() time.Time
+
+	statusQ chan *statusReq
+	regQ    chan *regReq
+
+	ckMu   sync.Mutex
+	ckHeap dueHeap
+	ckWake chan struct{}
+
+	available   atomic.Bool
+	downSinceNs atomic.Int64 // unix nanos of the first failure of the current outage; 0 when up
+	lastErr     atomic.Pointer[string]
+}
+
+// New builds a Persister; start it with Run.
+func New(cfg Config, store Store, table *live.Table, lg *zap.Logger, reg prometheus.Registerer) (*Persister, error) {
+	if cfg.CollectorID == "" {
+		return nil, errors.New("persist: collector id is empty")
+	}
+	if cfg.CheckpointInterval <= 0 || cfg.CommitWindow < 0 || cfg.QueueSize <= 0 || cfg.CheckpointTxnPerSecond <= 0 {
+		return nil, fmt.Errorf("persist: invalid config %+v", cfg)
+	}
+	m, err := newMetrics(reg, table)
+	if err != nil {
+		return nil, err
+	}
+	p := &Persister{
+		cfg: cfg, lg: lg.Named("persist"), store: store, table: table, m: m, now: time.Now,
+		statusQ: make(chan *statusReq, cfg.QueueSize),
+		regQ:    make(chan *regReq, cfg.QueueSize),
+		ckWake:  make(chan struct{}, 1),
+	}
+	// Optimistic until the first ping says otherwise, so a collector that
+	// starts together with etcd does not refuse its first streams.
+	p.available.Store(true)
+	m.available.Set(1)
+	return p, nil
+}
+
+// Run runs the committer, registration batcher, checkpointer and
+// availability probe until ctx ends. Call Flush before cancelling ctx to
+// write what is pending.
+func (p *Persister) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, f := range []func(context.Context){p.statusLoop, p.registerLoop, p.checkpointLoop, p.pingLoop} {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(ctx) }()
+	}
+	wg.Wait()
+	return nil
+}
+
+// Available reports whether etcd answered the latest ping or write.
+func (p *Persister) Available() bool { return p.available.Load() }
+
+// UnavailableFor is how long etcd has been failing, zero when it answers.
+func (p *Persister) UnavailableFor() time.Duration {
+	ns := p.downSinceNs.Load()
+	if ns == 0 {
+		return 0
+	}
+	return p.now().Sub(time.Unix(0, ns))
+}
+
+// ReadyCheck is the readiness check: nil while etcd answers.
+func (p *Persister) ReadyCheck() error {
+	if p.available.Load() {
+		return nil
+	}
+	msg := "unknown error"
+	if s := p.lastErr.Load(); s != nil {
+		msg = *s
+	}
+	return fmt.Errorf("etcd unavailable for %s: %s", p.UnavailableFor().Round(time.Second), msg)
+}
+
+// observe records the outcome of an etcd call for availability. Conflicts
+// are answers, so they count as success.
+func (p *Persister) observe(err error) {
+	if err == nil || errors.Is(err, nodestore.ErrConflict) || errors.Is(err, nodestore.ErrNotFound) {
+		if !p.available.Swap(true) {
+			p.lg.Info("etcd available again", zap.Duration("outage", p.UnavailableFor()))
+		}
+		p.downSinceNs.Store(0)
+		p.m.available.Set(1)
+		return
+	}
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	s := err.Error()
+	p.lastErr.Store(&s)
+	if p.available.Swap(false) {
+		p.downSinceNs.Store(p.now().UnixNano())
+		p.lg.Warn("etcd unavailable: refusing status writes and registrations, acking leases from memory", zap.Error(err))
+	}
+	p.m.available.Set(0)
+}
+
+func (p *Persister) pingLoop(ctx context.Context) {
+	t := time.NewTicker(p.cfg.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		// Bound the ping by the interval (at least 1s) so a hung etcd is
+		// noticed within about two intervals, not after the client's
+		// request timeout.
+		pctx, cancel := context.WithTimeout(ctx, max(2*p.cfg.PingInterval, time.Second))
+		err := p.store.Ping(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		p.observe(err)
+	}
+}
+
+// apply is store.Apply with metrics and availability bookkeeping.
+func (p *Persister) apply(ctx context.Context, kind string, ops []nodestore.Op) error {
+	start := time.Now()
+	_, err := p.store.Apply(ctx, nil, ops...)
+	p.m.writeSeconds.WithLabelValues(kind).Observe(time.Since(start).Seconds())
+	p.m.batchOps.WithLabelValues(kind).Observe(float64(len(ops)))
+	res := "ok"
+	if err != nil {
+		res = "error"
+		if errors.Is(err, nodestore.ErrConflict) {
+			res = "conflict"
+		}
+	}
+	p.m.txns.WithLabelValues(kind, res).Inc()
+	p.observe(err)
+	return err
+}
+
+// ---- status group commit ----
+
+type statusReq struct {
+	name   string
+	status *nodev1.NodeStatus
+	done   chan error
+}
+
+// WriteStatus stores status/<name> and returns once it is committed (nil),
+// refused (ErrUnavailable, ErrBusy) or ctx ends. The status is not copied:
+// the caller must not modify it afterwards.
+func (p *Persister) WriteStatus(ctx context.Context, name string, st *nodev1.NodeStatus) error {
+	if !p.available.Load() {
+		return ErrUnavailable
+	}
+	r := &statusReq{name: name, status: st, done: make(chan error, 1)}
+	select {
+	case p.statusQ <- r:
+	default:
+		return ErrBusy
+	}
+	p.m.queued.Inc()
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		// The write may still commit; the caller did not ack it, so the
+		// reporter resends and the stored copy converges.
+		return ctx.Err()
+	}
+}
+
+func (p *Persister) statusLoop(ctx context.Context) {
+	maxOps := p.store.MaxOps()
+	for {
+		var first *statusReq
+		select {
+		case <-ctx.Done():
+			p.failQueued(ctx.Err())
+			return
+		case first = <-p.statusQ:
+		}
+		batch := []*statusReq{first}
+		// Group commit: collect what arrives within the window, up to one
+		// Txn's worth. The window starts at the first write, so an idle
+		// collector adds no latency beyond it.
+		timer := time.NewTimer(p.cfg.CommitWindow)
+	collect:
+		for len(batch) < maxOps {
+			select {
+			case r := <-p.statusQ:
+				batch = append(batch, r)
+			case <-timer.C:
+				break collect
+			case <-ctx.Done():
+				break collect
+			}
+		}
+		timer.Stop()
+		p.m.queued.Sub(float64(len(batch)))
+		p.commitStatuses(ctx, batch)
+	}
+}
+
+func (p *Persister) commitStatuses(ctx context.Context, batch []*statusReq) {
+	// One op per key: etcd refuses a Txn that puts the same key twice, and
+	// the later status of one node supersedes the earlier (a stream's
+	// statuses are sequential, so "later in the queue" is "later").
+	idx := map[string]int{}
+	var ops []nodestore.Op
+	for _, r := range batch {
+		if i, ok := idx[r.name]; ok {
+			ops[i].Value = r.status
+			continue
+		}
+		idx[r.name] = len(ops)
+		ops = append(ops, nodestore.Put(nodestore.Statuses, r.name, r.status))
+	}
+	var err error
+	if !p.available.Load() {
+		err = ErrUnavailable
+	} else if err = p.apply(ctx, "status", ops); err != nil {
+		p.lg.Warn("status batch failed", zap.Int("ops", len(ops)), zap.Error(err))
+		err = fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	for _, r := range batch {
+		r.done <- err
+	}
+}
+
+func (p *Persister) failQueued(err error) {
+	for {
+		select {
+		case r := <-p.statusQ:
+			p.m.queued.Dec()
+			r.done <- err
+		case r := <-p.regQ:
+			r.done <- regResult{err: err}
+		default:
+			return
+		}
+	}
+}
+
+// ---- registration ----
+
+// Registered is the answer to a registration.
+type Registered struct {
+	// Node as served: stored metadata and spec, stored status, health.
+	Node *nodev1.Node
+	// Status is the stored status (nil when none), which the caller caches
+	// to detect unchanged reports.
+	Status *nodev1.NodeStatus
+	// Created says the node was created by this registration.
+	Created bool
+}
+
+type regReq struct {
+	node *nodev1.Node
+	done chan regResult
+}
+
+type regResult struct {
+	reg Registered
+	err error
+}
+
+// Register creates nodes/<name> if absent (node is the object to create:
+// metadata with name, uid, labels and creation time, and spec) and reads the
+// node's stored status and health. It waits for the batch it joins.
+func (p *Persister) Register(ctx context.Context, node *nodev1.Node) (Registered, error) {
+	if !p.available.Load() {
+		return Registered{}, ErrUnavailable
+	}
+	r := &regReq{node: node, done: make(chan regResult, 1)}
+	select {
+	case p.regQ <- r:
+	default:
+		return Registered{}, ErrBusy
+	}
+	select {
+	case res := <-r.done:
+		return res.reg, res.err
+	case <-ctx.Done():
+		return Registered{}, ctx.Err()
+	}
+}
+
+func (p *Persister) registerLoop(ctx context.Context) {
+	// Three reads per node must fit one Txn.
+	per := max(1, p.store.MaxOps()/3)
+	for {
+		var first *regReq
+		select {
+		case <-ctx.Done():
+			p.failQueued(ctx.Err())
+			return
+		case first = <-p.regQ:
+		}
+		batch := []*regReq{first}
+		timer := time.NewTimer(p.cfg.CommitWindow)
+	collect:
+		for len(batch) < per {
+			select {
+			case r := <-p.regQ:
+				batch = append(batch, r)
+			case <-timer.C:
+				break collect
+			case <-ctx.Done():
+				break collect
+			}
+		}
+		timer.Stop()
+		p.registerBatch(ctx, batch)
+	}
+}
+
+func (p *Persister) registerBatch(ctx context.Context, batch []*regReq) {
+	// Unique names, first request wins the create; duplicates (a reporter
+	// reconnecting while its old registration is still in flight) share the
+	// answer.
+	var names []string
+	want := map[string]*nodev1.Node{}
+	for _, r := range batch {
+		n := r.node.GetMetadata().GetName()
+		if _, ok := want[n]; !ok {
+			want[n] = r.node
+			names = append(names, n)
+		}
+	}
+	results, err := p.registerNames(ctx, names, want)
+	for _, r := range batch {
+		if err != nil {
+			r.done <- regResult{err: err}
+			continue
+		}
+		res := results[r.node.GetMetadata().GetName()]
+		// Each stream gets its own copy: callers keep and modify them.
+		r.done <- regResult{reg: Registered{Node: proto.CloneOf(res.Node), Status: proto.CloneOf(res.Status), Created: res.Created}}
+	}
+}
+
+func (p *Persister) registerNames(ctx context.Context, names []string, want map[string]*nodev1.Node) (map[string]Registered, error) {
+	refs := make([]nodestore.Ref, 0, 3*len(names))
+	for _, n := range names {
+		refs = append(refs, nodestore.Ref{Kind: nodestore.Nodes, Name: n}, nodestore.Ref{Kind: nodestore.Statuses, Name: n},
+			nodestore.Ref{Kind: nodestore.Health, Name: n})
+	}
+	start := time.Now()
+	got, err := nodestore.GetMany(ctx, p.store, p.store.MaxOps(), refs)
+	p.m.writeSeconds.WithLabelValues("register-read").Observe(time.Since(start).Seconds())
+	p.observe(err)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read nodes: %v", ErrUnavailable, err)
+	}
+	out := map[string]Registered{}
+	healths := map[string]*nodev1.NodeHealth{}
+	var create []string
+	for i, n := range names {
+		nodeRes, stRes, hRes := got[3*i], got[3*i+1], got[3*i+2]
+		var st *nodev1.NodeStatus
+		var h *nodev1.NodeHealth
+		if stRes.Found {
+			st = stRes.Object.Value.(*nodev1.NodeStatus)
+		}
+		if hRes.Found {
+			h = hRes.Object.Value.(*nodev1.NodeHealth)
+			healths[n] = h
+		}
+		if !nodeRes.Found {
+			create = append(create, n)
+			out[n] = Registered{Status: st, Node: nodemodel.Merge(want[n], st, h), Created: true}
+			continue
+		}
+		meta := nodeRes.Object.Value.(*nodev1.Node)
+		served := nodemodel.Merge(meta, st, h)
+		served.Metadata.ResourceVersion = fmt.Sprint(nodeRes.Object.ModRevision)
+		out[n] = Registered{Status: st, Node: served}
+	}
+	if len(create) == 0 {
+		return out, nil
+	}
+	ops := make([]nodestore.Op, len(create))
+	for i, n := range create {
+		ops[i] = nodestore.Op{Kind: nodestore.Nodes, Name: n, Value: want[n], IfAbsent: true}
+	}
+	err = p.apply(ctx, "node", ops)
+	if err == nil {
+		return out, nil
+	}
+	if !errors.Is(err, nodestore.ErrConflict) {
+		return nil, fmt.Errorf("%w: create nodes: %v", ErrUnavailable, err)
+	}
+	// Someone created one of them between our read and our create (another
+	// collector, an operator). Retry one by one: each either creates or
+	// reads what the other writer stored.
+	for _, n := range create {
+		err := p.apply(ctx, "node", []nodestore.Op{{Kind: nodestore.Nodes, Name: n, Value: want[n], IfAbsent: true}})
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, nodestore.ErrConflict) {
+			return nil, fmt.Errorf("%w: create node %s: %v", ErrUnavailable, n, err)
+		}
+		o, gerr := p.store.Get(ctx, nodestore.Nodes, n)
+		p.observe(gerr)
+		if gerr != nil {
+			return nil, fmt.Errorf("%w: read node %s: %v", ErrUnavailable, n, gerr)
+		}
+		r := out[n]
+		r.Node = nodemodel.Merge(o.Value.(*nodev1.Node), r.Status, healths[n])
+		r.Node.Metadata.ResourceVersion = fmt.Sprint(o.ModRevision)
+		r.Created = false
+		out[n] = r
+	}
+	return out, nil
+}

@@ -1,0 +1,389 @@
+package validation
+
+import (
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
+	"github.com/nodepulse/nodepulse/services/quantity"
+)
+
+// Limits bound everything in the input that can grow. Zero values are not
+// "unlimited": use DefaultLimits and change what you need.
+type Limits struct {
+	// MaxClockSkew: timestamps may be at most this far in the checker's
+	// future. Reporter clocks drift; a renewTime an hour ahead would make a
+	// lease look fresh long after its node died.
+	MaxClockSkew time.Duration
+	// MaxLabels per object.
+	MaxLabels int
+	// MaxTaints per node and MaxTolerations per pod.
+	MaxTaints      int
+	MaxTolerations int
+	// MaxConditions per status.
+	MaxConditions int
+	// MaxAddresses per status.
+	MaxAddresses int
+	// MaxResources per capacity or allocatable map.
+	MaxResources int
+	// MaxReasonLength and MaxMessageLength bound condition reasons and
+	// messages (Kubernetes allows 1 KiB and 32 KiB).
+	MaxReasonLength  int
+	MaxMessageLength int
+	// MaxInfoLength bounds each free-text system info string.
+	MaxInfoLength int
+}
+
+// DefaultLimits are generous for real machines and small enough that one
+// node's status stays a few KiB in etcd.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxClockSkew:     time.Minute,
+		MaxLabels:        64,
+		MaxTaints:        32,
+		MaxTolerations:   32,
+		MaxConditions:    16,
+		MaxAddresses:     32,
+		MaxResources:     64,
+		MaxReasonLength:  1024,
+		MaxMessageLength: 4096,
+		MaxInfoLength:    256,
+	}
+}
+
+// Resource bounds: no machine has more; larger values are typos or attacks
+// that would poison capacity arithmetic.
+var (
+	maxCPU    = quantity.MustParse("1M")  // one million cores
+	maxBytes  = quantity.MustParse("1Ei") // memory, storage, hugepages
+	maxPods   = quantity.FromInt64(1_000_000)
+	maxOther  = quantity.MustParse("1T") // extended resources (devices)
+	byteNames = []string{"memory", "ephemeral-storage", "storage"}
+)
+
+// ResourceBound returns the largest accepted quantity of resource name.
+func ResourceBound(name string) quantity.Quantity {
+	switch {
+	case name == "cpu":
+		return maxCPU
+	case name == "pods":
+		return maxPods
+	case slices.Contains(byteNames, name), strings.HasPrefix(name, "hugepages-"):
+		return maxBytes
+	}
+	return maxOther
+}
+
+// Quantity checks one resource quantity: Kubernetes syntax, not negative, at
+// most the resource's bound.
+func Quantity(field, resource, s string) *FieldError {
+	q, err := quantity.Parse(s)
+	if err != nil {
+		return fieldErr(field, "%q is not a quantity: %v", truncate(s), err)
+	}
+	if q.Sign() < 0 {
+		return fieldErr(field, "must not be negative (got %s)", s)
+	}
+	if b := ResourceBound(resource); q.Cmp(b) > 0 {
+		return fieldErr(field, "%s exceeds the upper bound %s for %q", s, b.String(), resource)
+	}
+	return nil
+}
+
+// Resources checks a capacity or allocatable map: qualified-name resource
+// names and bounded quantities.
+func Resources(field string, m map[string]string, lim Limits) List {
+	if len(m) > lim.MaxResources {
+		return List{fieldErr(field, "must have at most %d resources (got %d)", lim.MaxResources, len(m))}
+	}
+	var l List
+	for _, k := range sortedKeys(m) {
+		f := field + "[" + k + "]"
+		if e := QualifiedName(f, k); e != nil {
+			l.add(fieldErr(f, "resource name: %s", e.Reason))
+			continue
+		}
+		l.add(Quantity(f, k, m[k]))
+	}
+	return l
+}
+
+// TaintEffects are the accepted taint effects.
+var TaintEffects = []string{nodemodel.NoSchedule, nodemodel.PreferNoSchedule, nodemodel.NoExecute}
+
+// Taint checks one taint: qualified-name key, label value, effect enum, and
+// time_added not in the future.
+func Taint(field string, t *nodev1.Taint, now time.Time, lim Limits) List {
+	var l List
+	if t == nil {
+		return List{fieldErr(field, "must not be null")}
+	}
+	l.add(QualifiedName(field+".key", t.GetKey()))
+	l.add(LabelValue(field+".value", t.GetValue()))
+	if !slices.Contains(TaintEffects, t.GetEffect()) {
+		l.add(fieldErr(field+".effect", "%q is not one of %s", truncate(t.GetEffect()), strings.Join(TaintEffects, ", ")))
+	}
+	if t.TimeAdded != nil {
+		l.add(Timestamp(field+".timeAdded", t.GetTimeAdded(), now, lim.MaxClockSkew))
+	}
+	return l
+}
+
+// Taints checks a taint list: bounded, each valid, no two with the same
+// (key, effect), which is a taint's identity.
+func Taints(field string, ts []*nodev1.Taint, now time.Time, lim Limits) List {
+	if len(ts) > lim.MaxTaints {
+		return List{fieldErr(field, "must have at most %d taints (got %d)", lim.MaxTaints, len(ts))}
+	}
+	var l List
+	seen := map[nodemodel.TaintKeyEffect]bool{}
+	for i, t := range ts {
+		f := field + "[" + strconv.Itoa(i) + "]"
+		l = append(l, Taint(f, t, now, lim)...)
+		id := nodemodel.TaintKeyEffect{Key: t.GetKey(), Effect: t.GetEffect()}
+		if seen[id] {
+			l.add(fieldErr(f, "duplicate taint %s:%s (key and effect identify a taint)", truncate(t.GetKey()), t.GetEffect()))
+		}
+		seen[id] = true
+	}
+	return l
+}
+
+// Toleration operators.
+const (
+	OpEqual  = "Equal"
+	OpExists = "Exists"
+	OpLt     = "Lt"
+	OpGt     = "Gt"
+)
+
+// Toleration checks one toleration with the rules of Kubernetes: operator
+// Equal (default when empty), Exists, Lt or Gt; an empty key only with
+// Exists; Exists has no value; Lt and Gt compare integers, so their value
+// must be one (no sign, no leading zero); the effect, when set, is a taint
+// effect; toleration_seconds only with NoExecute, the only effect that
+// evicts.
+func Toleration(field string, t *nodev1.Toleration) List {
+	if t == nil {
+		return List{fieldErr(field, "must not be null")}
+	}
+	var l List
+	op := t.GetOperator()
+	switch op {
+	case "", OpEqual, OpExists, OpLt, OpGt:
+	default:
+		return List{fieldErr(field+".operator", "%q is not one of Equal, Exists, Lt, Gt", truncate(op))}
+	}
+	if t.GetKey() == "" {
+		if op != OpExists {
+			l.add(fieldErr(field+".key", "must be set unless operator is Exists (an empty key with Exists tolerates every taint)"))
+		}
+	} else {
+		l.add(QualifiedName(field+".key", t.GetKey()))
+	}
+	switch op {
+	case OpExists:
+		if t.GetValue() != "" {
+			l.add(fieldErr(field+".value", "must be empty when operator is Exists"))
+		}
+	case OpLt, OpGt:
+		if !isPlainInt(t.GetValue()) {
+			l.add(fieldErr(field+".value", "must be an integer without sign or leading zero when operator is %s (got %q)", op, truncate(t.GetValue())))
+		}
+	default:
+		l.add(LabelValue(field+".value", t.GetValue()))
+	}
+	if e := t.GetEffect(); e != "" && !slices.Contains(TaintEffects, e) {
+		l.add(fieldErr(field+".effect", "%q is not empty or one of %s", truncate(e), strings.Join(TaintEffects, ", ")))
+	}
+	if t.TolerationSeconds != nil && t.GetEffect() != nodemodel.NoExecute {
+		l.add(fieldErr(field+".tolerationSeconds", "may only be set when effect is NoExecute"))
+	}
+	return l
+}
+
+// Tolerations checks a bounded toleration list.
+func Tolerations(field string, ts []*nodev1.Toleration, lim Limits) List {
+	if len(ts) > lim.MaxTolerations {
+		return List{fieldErr(field, "must have at most %d tolerations (got %d)", lim.MaxTolerations, len(ts))}
+	}
+	var l List
+	for i, t := range ts {
+		l = append(l, Toleration(field+"["+strconv.Itoa(i)+"]", t)...)
+	}
+	return l
+}
+
+// isPlainInt: an int64 in canonical decimal form, as Lt/Gt matching needs.
+func isPlainInt(s string) bool {
+	if s == "" || s[0] == '+' || (len(s) > 1 && s[0] == '0') || strings.HasPrefix(s, "-0") {
+		return false
+	}
+	_, err := strconv.ParseInt(s, 10, 64)
+	return err == nil
+}
+
+// ConditionStatuses are the accepted condition statuses.
+var ConditionStatuses = []string{nodemodel.True, nodemodel.False, nodemodel.Unknown}
+
+// Condition checks one node condition: a qualified-name type (the well-known
+// ones or custom ones such as "example.com/GPUHealthy"), a status of True,
+// False or Unknown, bounded reason and message, and times not in the future.
+func Condition(field string, c *nodev1.NodeCondition, now time.Time, lim Limits) List {
+	if c == nil {
+		return List{fieldErr(field, "must not be null")}
+	}
+	var l List
+	l.add(QualifiedName(field+".type", c.GetType()))
+	if !slices.Contains(ConditionStatuses, c.GetStatus()) {
+		l.add(fieldErr(field+".status", "%q is not one of True, False, Unknown", truncate(c.GetStatus())))
+	}
+	if len(c.GetReason()) > lim.MaxReasonLength {
+		l.add(fieldErr(field+".reason", "must be no more than %d characters (got %d)", lim.MaxReasonLength, len(c.GetReason())))
+	}
+	if len(c.GetMessage()) > lim.MaxMessageLength {
+		l.add(fieldErr(field+".message", "must be no more than %d characters (got %d)", lim.MaxMessageLength, len(c.GetMessage())))
+	}
+	if c.LastHeartbeatTime != nil {
+		l.add(Timestamp(field+".lastHeartbeatTime", c.GetLastHeartbeatTime(), now, lim.MaxClockSkew))
+	}
+	if c.LastTransitionTime != nil {
+		l.add(Timestamp(field+".lastTransitionTime", c.GetLastTransitionTime(), now, lim.MaxClockSkew))
+	}
+	return l
+}
+
+// Conditions checks a bounded condition list with unique types.
+func Conditions(field string, cs []*nodev1.NodeCondition, now time.Time, lim Limits) List {
+	if len(cs) > lim.MaxConditions {
+		return List{fieldErr(field, "must have at most %d conditions (got %d)", lim.MaxConditions, len(cs))}
+	}
+	var l List
+	seen := map[string]bool{}
+	for i, c := range cs {
+		f := field + "[" + strconv.Itoa(i) + "]"
+		l = append(l, Condition(f, c, now, lim)...)
+		if seen[c.GetType()] {
+			l.add(fieldErr(f+".type", "duplicate condition type %q", truncate(c.GetType())))
+		}
+		seen[c.GetType()] = true
+	}
+	return l
+}
+
+// AddressTypes are the accepted address types.
+var AddressTypes = []string{nodemodel.AddressHostname, nodemodel.AddressInternalIP, nodemodel.AddressExternalIP,
+	nodemodel.AddressInternalDNS, nodemodel.AddressExternalDNS}
+
+// Address checks one node address: the type enum; an IP literal for the *IP
+// types; a DNS subdomain for the *DNS types and Hostname.
+func Address(field string, a *nodev1.NodeAddress) List {
+	if a == nil {
+		return List{fieldErr(field, "must not be null")}
+	}
+	switch a.GetType() {
+	case nodemodel.AddressInternalIP, nodemodel.AddressExternalIP:
+		ip, err := netip.ParseAddr(a.GetAddress())
+		if err != nil || ip.Zone() != "" {
+			return List{fieldErr(field+".address", "%q is not an IP address, which type %s needs", truncate(a.GetAddress()), a.GetType())}
+		}
+	case nodemodel.AddressInternalDNS, nodemodel.AddressExternalDNS, nodemodel.AddressHostname:
+		if e := DNSSubdomain(field+".address", a.GetAddress()); e != nil {
+			return List{fieldErr(e.Field, "type %s needs a DNS name: %s", a.GetType(), e.Reason)}
+		}
+	default:
+		return List{fieldErr(field+".type", "%q is not one of %s", truncate(a.GetType()), strings.Join(AddressTypes, ", "))}
+	}
+	return nil
+}
+
+// Addresses checks a bounded address list without exact duplicates.
+func Addresses(field string, as []*nodev1.NodeAddress, lim Limits) List {
+	if len(as) > lim.MaxAddresses {
+		return List{fieldErr(field, "must have at most %d addresses (got %d)", lim.MaxAddresses, len(as))}
+	}
+	var l List
+	seen := map[[2]string]bool{}
+	for i, a := range as {
+		f := field + "[" + strconv.Itoa(i) + "]"
+		l = append(l, Address(f, a)...)
+		id := [2]string{a.GetType(), a.GetAddress()}
+		if seen[id] {
+			l.add(fieldErr(f, "duplicate address %s %s", a.GetType(), truncate(a.GetAddress())))
+		}
+		seen[id] = true
+	}
+	return l
+}
+
+// Timestamp checks a protobuf timestamp: well-formed and at most skew in the
+// future of now.
+func Timestamp(field string, ts *timestamppb.Timestamp, now time.Time, skew time.Duration) *FieldError {
+	if ts == nil {
+		return fieldErr(field, "must be set")
+	}
+	if err := ts.CheckValid(); err != nil {
+		return fieldErr(field, "invalid timestamp: %v", err)
+	}
+	if t := ts.AsTime(); t.After(now.Add(skew)) {
+		return fieldErr(field, "%s is %s in the future, more than the allowed clock skew of %s",
+			t.UTC().Format(time.RFC3339Nano), t.Sub(now).Round(time.Millisecond), skew)
+	}
+	return nil
+}
+
+// NodeStatus checks everything a reporter may send as status.
+func NodeStatus(field string, s *nodev1.NodeStatus, now time.Time, lim Limits) List {
+	if s == nil {
+		return List{fieldErr(field, "must be set")}
+	}
+	var l List
+	l = append(l, Resources(field+".capacity", s.GetCapacity(), lim)...)
+	l = append(l, Resources(field+".allocatable", s.GetAllocatable(), lim)...)
+	// Allocatable is capacity minus reservations: more allocatable than
+	// capacity would let schedulers over-commit the machine.
+	for _, k := range sortedKeys(s.GetAllocatable()) {
+		c, ok := s.GetCapacity()[k]
+		if !ok {
+			continue
+		}
+		qa, ea := quantity.Parse(s.GetAllocatable()[k])
+		qc, ec := quantity.Parse(c)
+		if ea == nil && ec == nil && qa.Cmp(qc) > 0 {
+			l.add(fieldErr(field+".allocatable["+k+"]", "%s exceeds capacity %s", s.GetAllocatable()[k], c))
+		}
+	}
+	l = append(l, Conditions(field+".conditions", s.GetConditions(), now, lim)...)
+	l = append(l, Addresses(field+".addresses", s.GetAddresses(), lim)...)
+	if p := s.GetDaemonEndpoints().GetReporterEndpoint().GetPort(); p < 0 || p > 65535 {
+		l.add(fieldErr(field+".daemonEndpoints.reporterEndpoint.Port", "%d is not a port number (0-65535)", p))
+	}
+	if ni := s.GetNodeInfo(); ni != nil {
+		for _, kv := range []struct{ name, v string }{
+			{"machineID", ni.GetMachineId()}, {"systemUUID", ni.GetSystemUuid()}, {"bootID", ni.GetBootId()},
+			{"kernelVersion", ni.GetKernelVersion()}, {"osImage", ni.GetOsImage()},
+			{"containerRuntimeVersion", ni.GetContainerRuntimeVersion()}, {"reporterVersion", ni.GetReporterVersion()},
+			{"operatingSystem", ni.GetOperatingSystem()}, {"architecture", ni.GetArchitecture()},
+		} {
+			if len(kv.v) > lim.MaxInfoLength {
+				l.add(fieldErr(field+".nodeInfo."+kv.name, "must be no more than %d characters (got %d)", lim.MaxInfoLength, len(kv.v)))
+			}
+		}
+	}
+	return l
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
