@@ -1,0 +1,333 @@
+// Package app is the monitor's composition root: configuration and flags,
+// wiring of the watch cache, the collectors' liveness feeds, the node
+// lifecycle controller and the NodeService API, and the run sequence.
+// tests/ runs monitors in-process through it (docs/contracts.md).
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/api"
+	"github.com/nodepulse/nodepulse/monitor/internal/cache"
+	"github.com/nodepulse/nodepulse/monitor/internal/controller"
+	"github.com/nodepulse/nodepulse/monitor/internal/lifecycle"
+	"github.com/nodepulse/nodepulse/monitor/internal/liveness"
+	"github.com/nodepulse/nodepulse/services/admin"
+	"github.com/nodepulse/nodepulse/services/flagenv"
+	"github.com/nodepulse/nodepulse/services/grpcclient"
+	"github.com/nodepulse/nodepulse/services/grpcserver"
+	"github.com/nodepulse/nodepulse/services/logging"
+	"github.com/nodepulse/nodepulse/services/nodestore"
+	"github.com/nodepulse/nodepulse/services/nodestore/etcdstore"
+	"github.com/nodepulse/nodepulse/services/run"
+	"github.com/nodepulse/nodepulse/services/version"
+)
+
+// EnvPrefix of every monitor flag's environment variable.
+const EnvPrefix = "NODEPULSE"
+
+const synopsis = `monitor: the node lifecycle controller of nodepulse, and its query API.
+
+Every replica follows etcd (list + watch) and the collectors' live liveness
+feeds, and serves NodeService (get, list, watch, cordon, taint, explain ...)
+on its gRPC port. One replica, elected through etcd, judges the nodes: a node
+not heard from for --node-monitor-grace-period turns Unknown, gets condition
+taints, and is queued for a NoExecute taint at the zone's rate. Run two or
+more for availability; a failover gives every node a fresh grace period.
+
+Usage: monitor [flags]`
+
+// Config of a monitor.
+type Config struct {
+	Log   logging.Config
+	GRPC  grpcserver.Config
+	Admin admin.Config
+	Etcd  etcdstore.Config
+	// Collector is how feeds are dialled (TLS and keepalive; addresses come
+	// from collectors/ in etcd).
+	Collector grpcclient.Config
+
+	// Lifecycle holds the grace periods and rates, see lifecycle.Config.
+	Lifecycle lifecycle.Config
+	// MonitorPeriod (--node-monitor-period) is the pause between health
+	// passes; it must be well below the grace period.
+	MonitorPeriod time.Duration
+	// ID of this replica in the election; default "<hostname>-<random>".
+	ID string
+	// ElectionTTL bounds how long a crashed leader holds leadership; keep it
+	// well below the grace period so a failover never costs a node its grace.
+	ElectionTTL time.Duration
+	// ProgressInterval: how often the etcd watch is asked to prove itself
+	// alive; WatchStaleAfter: judgement pauses when it has been silent this
+	// long (must exceed ProgressInterval by a margin for a loaded etcd).
+	ProgressInterval time.Duration
+	WatchStaleAfter  time.Duration
+	// OperatorToken, on a plaintext server, is the bearer token changes need.
+	OperatorToken string
+	// ShutdownTimeout bounds the stop sequence.
+	ShutdownTimeout time.Duration
+
+	// Store, when set, is used instead of connecting to --etcd.endpoints
+	// (tests). The monitor does not close it.
+	Store nodestore.Store `json:"-"`
+}
+
+// DefaultConfig returns the defaults of every flag.
+func DefaultConfig() Config {
+	var c Config
+	c.RegisterFlags(flag.NewFlagSet("monitor", flag.ContinueOnError))
+	return c
+}
+
+// RegisterFlags adds every monitor flag to fs with its default.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	c.Log.RegisterFlags(fs)
+	c.GRPC.RegisterFlags(fs, fmt.Sprintf(":%d", admin.MonitorGRPCPort))
+	c.Admin.RegisterFlags(fs, fmt.Sprintf(":%d", admin.MonitorAdmin))
+	c.Etcd.RegisterFlags(fs)
+	c.Collector.TLS.RegisterFlags(fs, "collector", true)
+	fs.DurationVar(&c.Collector.KeepaliveTime, "collector.keepalive-time", 10*time.Second, "ping a collector feed after this long without traffic")
+	fs.DurationVar(&c.Collector.KeepaliveTimeout, "collector.keepalive-timeout", 5*time.Second, "treat a feed connection as dead when a ping is not answered within this")
+	c.Collector.MaxRecvMsgSize = 64 << 20
+
+	d := lifecycle.DefaultConfig()
+	fs.DurationVar(&c.Lifecycle.GracePeriod, "node-monitor-grace-period", d.GracePeriod,
+		"a node not heard from (lease renewal, status heartbeat) for this long turns Unknown; several times the reporters' lease renew interval (10s). Kubernetes >=1.32 uses 50s")
+	fs.DurationVar(&c.Lifecycle.StartupGracePeriod, "node-startup-grace-period", d.StartupGracePeriod, "grace period of a node that has never reported Ready")
+	fs.Float64Var(&c.Lifecycle.EvictionRate, "node-eviction-rate", d.EvictionRate, "NoExecute taints per second per zone while the zone is healthy (or fully down while others are healthy)")
+	fs.Float64Var(&c.Lifecycle.SecondaryEvictionRate, "secondary-node-eviction-rate", d.SecondaryEvictionRate, "NoExecute taints per second in a partially disrupted zone larger than --large-cluster-size-threshold (smaller ones stop)")
+	fs.Float64Var(&c.Lifecycle.UnhealthyZoneThreshold, "unhealthy-zone-threshold", d.UnhealthyZoneThreshold, "fraction of not-ready nodes (at least 3) that makes a zone partially disrupted")
+	fs.IntVar(&c.Lifecycle.LargeClusterSizeThreshold, "large-cluster-size-threshold", d.LargeClusterSizeThreshold, "zones with more nodes keep tainting at the secondary rate when partially disrupted")
+	fs.DurationVar(&c.MonitorPeriod, "node-monitor-period", 5*time.Second, "pause between two health passes (measured from the end of the previous one)")
+
+	fs.StringVar(&c.ID, "monitor.id", "", "id of this replica in the leader election and in health records (default <hostname>-<random>)")
+	fs.DurationVar(&c.ElectionTTL, "monitor.election-ttl", 10*time.Second, "TTL of the leader's etcd session: a crashed leader is replaced within about this long (keep well below the grace period)")
+	fs.DurationVar(&c.ProgressInterval, "monitor.progress-interval", 2*time.Second, "how often the etcd watch is asked for a progress notification")
+	fs.DurationVar(&c.WatchStaleAfter, "monitor.watch-stale-after", 15*time.Second, "pause judgement when the etcd watch delivered nothing for this long (also: every collector feed stale and no lease advancing)")
+	fs.StringVar(&c.OperatorToken, "auth.operator-token", "", "plaintext mode only: bearer token required for changes (cordon, taint, delete); without it anyone may change nodes")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "upper bound of the whole shutdown sequence")
+}
+
+// Validate checks the combination of settings.
+func (c *Config) Validate() error {
+	errs := []error{c.Lifecycle.Validate()}
+	if c.MonitorPeriod <= 0 || c.MonitorPeriod >= c.Lifecycle.GracePeriod {
+		errs = append(errs, fmt.Errorf("--node-monitor-period (%s) must be positive and shorter than --node-monitor-grace-period (%s)", c.MonitorPeriod, c.Lifecycle.GracePeriod))
+	}
+	if c.ElectionTTL < time.Second {
+		errs = append(errs, fmt.Errorf("--monitor.election-ttl (%s) must be at least 1s", c.ElectionTTL))
+	}
+	if c.ProgressInterval <= 0 || c.WatchStaleAfter <= c.ProgressInterval {
+		errs = append(errs, fmt.Errorf("--monitor.watch-stale-after (%s) must exceed --monitor.progress-interval (%s)", c.WatchStaleAfter, c.ProgressInterval))
+	}
+	if c.OperatorToken != "" && !c.GRPC.TLS.Insecure {
+		errs = append(errs, errors.New("--auth.operator-token only applies with --grpc.insecure; with TLS, operators present certificates"))
+	}
+	return errors.Join(errs...)
+}
+
+// App is a running monitor.
+type App struct {
+	cfg      Config
+	lg       *zap.Logger
+	store    nodestore.Store
+	ownStore bool
+	cache    *cache.Cache
+	live     *liveness.Tracker
+	ctl      *controller.Controller
+	grpc     *grpcserver.Server
+	admin    *admin.Server
+}
+
+// New builds a monitor and listens on its ports at once (":0" works; read
+// GRPCAddr and AdminAddr).
+func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.ID == "" {
+		cfg.ID = defaultID()
+	}
+	a := &App{cfg: cfg, lg: lg}
+	a.store = cfg.Store
+	if a.store == nil {
+		s, err := etcdstore.New(cfg.Etcd, lg)
+		if err != nil {
+			return nil, err
+		}
+		a.store, a.ownStore = s, true
+	}
+	var registerer prometheus.Registerer
+	var gatherer prometheus.Gatherer = prometheus.NewRegistry()
+	if reg != nil {
+		registerer, gatherer = reg, reg
+	}
+	a.cache = cache.New(a.store, cache.Config{ProgressInterval: cfg.ProgressInterval}, lg)
+	cm, err := grpcclient.Metrics(registerer)
+	if err != nil {
+		return nil, a.closeOnErr(err)
+	}
+	if a.live, err = liveness.New(liveness.Config{Client: cfg.Collector, Watcher: "monitor/" + cfg.ID}, a.cache, lg, registerer, cm); err != nil {
+		return nil, a.closeOnErr(err)
+	}
+	a.ctl, err = controller.New(controller.Config{
+		Lifecycle: cfg.Lifecycle, MonitorPeriod: cfg.MonitorPeriod, TaintPeriod: 100 * time.Millisecond,
+		ElectionTTL: cfg.ElectionTTL, WatchStaleAfter: cfg.WatchStaleAfter, Identity: cfg.ID,
+	}, a.store, a.cache, a.live, lg, registerer)
+	if err != nil {
+		return nil, a.closeOnErr(err)
+	}
+	auth := api.Authorizer{Plaintext: cfg.GRPC.TLS.Insecure, OperatorToken: cfg.OperatorToken, Log: lg.Named("auth")}
+	a.grpc, err = grpcserver.New(cfg.GRPC, lg, registerer, grpcserver.Options{
+		Unary:  []grpc.UnaryServerInterceptor{auth.Unary()},
+		Stream: []grpc.StreamServerInterceptor{auth.Stream()},
+	})
+	if err != nil {
+		return nil, a.closeOnErr(err)
+	}
+	nodev1.RegisterNodeServiceServer(a.grpc.Server, api.New(a.store, a.cache, a.ctl, a.live, lg, nil))
+	if a.admin, err = admin.New(cfg.Admin, lg, gatherer); err != nil {
+		a.grpc.Stop()
+		return nil, a.closeOnErr(err)
+	}
+	if a.admin != nil {
+		a.admin.AddReadyCheck("cache", a.cacheReady)
+		a.admin.AddReadyCheck("judgement", a.judgementReady)
+	}
+	if cfg.GRPC.TLS.Insecure && cfg.OperatorToken == "" {
+		lg.Warn("PLAINTEXT and no --auth.operator-token: ANYONE who can reach the gRPC port may cordon, taint and delete nodes; development only",
+			zap.String("grpc", a.grpc.Addr().String()))
+	}
+	lg.Info("monitor configured", zap.String("id", cfg.ID), zap.String("grpc", a.grpc.Addr().String()), zap.String("version", version.String()),
+		zap.Duration("grace", cfg.Lifecycle.GracePeriod), zap.Duration("startupGrace", cfg.Lifecycle.StartupGracePeriod),
+		zap.Duration("period", cfg.MonitorPeriod), zap.Duration("electionTTL", cfg.ElectionTTL))
+	return a, nil
+}
+
+func (a *App) closeOnErr(err error) error {
+	if a.ownStore {
+		_ = a.store.Close()
+	}
+	return err
+}
+
+func (a *App) cacheReady() error {
+	if !a.cache.Synced() {
+		return errors.New("watch cache not synced yet")
+	}
+	return nil
+}
+
+func (a *App) judgementReady() error {
+	if r := a.ctl.Paused(); r != "" {
+		return errors.New("judgement paused: " + r)
+	}
+	return nil
+}
+
+// Ready is the admin readiness state (nil when ready).
+func (a *App) Ready() error { return errors.Join(a.cacheReady(), a.judgementReady()) }
+
+// GRPCAddr is the bound gRPC address.
+func (a *App) GRPCAddr() string { return a.grpc.Addr().String() }
+
+// AdminAddr is the bound admin address ("" when disabled).
+func (a *App) AdminAddr() string {
+	if a.admin == nil {
+		return ""
+	}
+	return a.admin.Addr().String()
+}
+
+// ID of this replica.
+func (a *App) ID() string { return a.cfg.ID }
+
+// Leading reports whether this replica leads.
+func (a *App) Leading() bool { return a.ctl.Leading() }
+
+// Fence returns this replica's leadership fence while it leads (tests use
+// it to prove a deposed leader's writes are rejected).
+func (a *App) Fence() (nodestore.Fence, bool) { return a.ctl.Fence() }
+
+// Run serves until ctx ends.
+func (a *App) Run(ctx context.Context) error {
+	defer func() {
+		if a.ownStore {
+			_ = a.store.Close()
+		}
+	}()
+	var g run.Group
+	g.Add("cache", run.Func(a.cache.Run))
+	g.Add("liveness", run.Func(a.live.Run))
+	g.Add("controller", run.Func(a.ctl.Run))
+	g.Add("grpc", a.grpc)
+	if a.admin != nil {
+		g.Add("admin", a.admin)
+	}
+	g.Add("serving", run.Func(a.serving))
+	err := g.Run(ctx, a.cfg.ShutdownTimeout)
+	a.lg.Info("monitor stopped")
+	return err
+}
+
+// serving turns gRPC health SERVING once the cache has its first view:
+// before that every answer would be an empty fleet.
+func (a *App) serving(ctx context.Context) error {
+	for !a.cache.Synced() {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.cache.Changed():
+		}
+	}
+	a.grpc.SetServing(true, nodev1.NodeService_ServiceDesc.ServiceName)
+	<-ctx.Done()
+	return nil
+}
+
+// Main parses args and the environment, then runs a monitor until ctx ends.
+func Main(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("monitor", flag.ContinueOnError)
+	var cfg Config
+	cfg.RegisterFlags(fs)
+	if err := flagenv.Parse(fs, EnvPrefix, synopsis, args, nil); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	lg, err := logging.New(cfg.Log, "monitor")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = lg.Sync() }()
+	logging.RedirectGRPC(lg)
+	reg := admin.NewRegistry()
+	a, err := New(cfg, lg, reg)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+func defaultID() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "monitor"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return h + "-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,673 @@
+// Package controller is the node lifecycle controller (spec §6) wired to the
+// store: leader election, the health pass every --node-monitor-period, the
+// NoExecute taint queues drained every 100ms, events, and the staleness
+// protection that stops judgement while the monitor's own view is stale.
+//
+// Invariants:
+//   - Only the leader writes, and every write is fenced by its election key
+//     (nodestore.Fence): a deposed leader's late write fails with ErrFenced
+//     and the replica steps down at once.
+//   - Health records (probe timestamps) live in memory only; a new leader
+//     starts with every node in a fresh grace period, and never lifts an
+//     Unknown override without new evidence, so a failover changes no node.
+//   - Judgement is paused (no node is marked Unknown) while the etcd watch is
+//     silent or broken, or every collector feed is stale and no lease
+//     advances in etcd; resuming grants every node a fresh grace period.
+//   - All work of a leadership runs on one goroutine, so the records, queues
+//     and zone states need no locking against each other; mu only guards
+//     what the API reads (Explain).
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/cache"
+	"github.com/nodepulse/nodepulse/monitor/internal/lifecycle"
+	"github.com/nodepulse/nodepulse/monitor/internal/liveness"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
+	"github.com/nodepulse/nodepulse/services/nodestore"
+)
+
+// ElectionName is the election every monitor replica campaigns in.
+const ElectionName = "monitor"
+
+// EventSource names the controller in events.
+const EventSource = "node-controller"
+
+// EventNamespace holds events about nodes.
+const EventNamespace = "default"
+
+// EventTTL: events expire after this long.
+const EventTTL = time.Hour
+
+// Config of the controller.
+type Config struct {
+	Lifecycle lifecycle.Config
+	// MonitorPeriod (--node-monitor-period) separates the end of one health
+	// pass from the start of the next. It must be well below GracePeriod so
+	// a node is marked within GracePeriod+MonitorPeriod of its last heartbeat.
+	MonitorPeriod time.Duration
+	// TaintPeriod drains the zone taint queues (upstream: 100ms).
+	TaintPeriod time.Duration
+	// ElectionTTL is the leader session TTL: a crashed leader is replaced
+	// within about this long. Keep it well below GracePeriod.
+	ElectionTTL time.Duration
+	// WatchStaleAfter: judgement pauses when the etcd watch delivered
+	// nothing (not even a requested progress notification) for this long.
+	// It must exceed the cache's progress interval by a safe margin.
+	WatchStaleAfter time.Duration
+	// Identity of this replica (leader id).
+	Identity string
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Liveness is what the controller needs from the feed tracker.
+type Liveness interface {
+	Node(name string) liveness.Node
+	AllStale() bool
+}
+
+type pendingHealth struct {
+	h   *nodev1.NodeHealth // nil: deleted
+	rev int64
+}
+
+// Controller runs the lifecycle rules.
+type Controller struct {
+	cfg   Config
+	store nodestore.Store
+	cache *cache.Cache
+	live  Liveness
+	lg    *zap.Logger
+	m     *metrics
+
+	mu          sync.Mutex
+	leading     bool
+	fence       nodestore.Fence
+	leaderSince time.Time
+	paused      string // reason, "" when judging
+	records     map[string]*lifecycle.Record
+	known       map[string]string // node → zone key
+	queues      map[string]*lifecycle.RateLimitedQueue
+	disruption  lifecycle.Disruption
+	pending     map[string]pendingHealth
+	epoch       uint64
+	lastReady   map[string]string
+	lastLease   time.Time
+}
+
+// New builds a controller; call Run.
+func New(cfg Config, store nodestore.Store, c *cache.Cache, live Liveness, lg *zap.Logger, reg prometheus.Registerer) (*Controller, error) {
+	if err := cfg.Lifecycle.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MonitorPeriod <= 0 || cfg.TaintPeriod <= 0 || cfg.ElectionTTL <= 0 || cfg.WatchStaleAfter <= 0 {
+		return nil, errors.New("controller: periods, election TTL and watch staleness bound must be positive")
+	}
+	if cfg.MonitorPeriod >= cfg.Lifecycle.GracePeriod {
+		return nil, fmt.Errorf("--node-monitor-period (%s) must be shorter than --node-monitor-grace-period (%s)", cfg.MonitorPeriod, cfg.Lifecycle.GracePeriod)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	ctl := &Controller{cfg: cfg, store: store, cache: c, live: live, lg: lg.Named("controller")}
+	ctl.m = newMetrics(ctl)
+	ctl.m.grace.Set(cfg.Lifecycle.GracePeriod.Seconds())
+	if reg != nil {
+		nodes := nodesCollector{c: ctl, desc: prometheus.NewDesc(MetricNodes,
+			"Served nodes by condition type, condition status (Missing: no Ready yet) and zone.", []string{"condition", "status", "zone"}, nil)}
+		if err := ctl.m.register(reg, nodes); err != nil {
+			return nil, fmt.Errorf("register controller metrics: %w", err)
+		}
+	}
+	return ctl, nil
+}
+
+// Run campaigns for leadership and leads while elected, until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	// Judge nothing before the cache has a consistent view.
+	for !c.cache.Synced() {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.cache.Changed():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := c.campaignAndLead(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			c.lg.Warn("leadership ended", zap.Error(err), zap.Duration("retryIn", backoff))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+		if err == nil {
+			backoff = 100 * time.Millisecond
+		}
+	}
+	return nil
+}
+
+var errLost = errors.New("leadership lost")
+
+func (c *Controller) campaignAndLead(ctx context.Context) error {
+	sess, err := c.store.NewSession(ctx, c.cfg.ElectionTTL)
+	if err != nil {
+		return fmt.Errorf("election session: %w", err)
+	}
+	defer func() { _ = sess.Close() }()
+	l, err := c.store.Campaign(ctx, sess, ElectionName, c.cfg.Identity)
+	if err != nil {
+		return fmt.Errorf("campaign: %w", err)
+	}
+	err = c.lead(ctx, l)
+	rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = l.Resign(rctx)
+	return err
+}
+
+// lead runs the passes for one leadership.
+func (c *Controller) lead(ctx context.Context, l nodestore.Leadership) error {
+	now := c.cfg.Now()
+	c.begin(l.Fence(), now)
+	defer c.end()
+	c.lg.Info("became leader; every node gets a fresh grace period", zap.String("identity", c.cfg.Identity),
+		zap.Int64("fenceRevision", l.Fence().Revision), zap.Duration("grace", c.cfg.Lifecycle.GracePeriod))
+
+	// Health pass first, then every MonitorPeriod after the previous one
+	// ended (upstream wait.Until semantics), so a slow pass never overlaps.
+	passT := time.NewTimer(0)
+	defer passT.Stop()
+	taintT := time.NewTicker(c.cfg.TaintPeriod)
+	defer taintT.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-l.Done():
+			return errLost
+		case <-passT.C:
+			start := time.Now()
+			err := c.Pass(ctx)
+			c.m.passDuration.Observe(time.Since(start).Seconds())
+			if errors.Is(err, errLost) {
+				return err
+			}
+			if err != nil && ctx.Err() == nil {
+				c.lg.Error("health pass failed", zap.Error(err))
+			}
+			passT.Reset(c.cfg.MonitorPeriod)
+		case <-taintT.C:
+			if err := c.TaintPass(ctx); errors.Is(err, errLost) {
+				return err
+			}
+		}
+	}
+}
+
+func (c *Controller) begin(f nodestore.Fence, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.leading, c.fence, c.leaderSince, c.paused = true, f, now, ""
+	c.records = map[string]*lifecycle.Record{}
+	c.queues = map[string]*lifecycle.RateLimitedQueue{}
+	c.disruption = lifecycle.Disruption{}
+	c.pending = map[string]pendingHealth{}
+	c.lastReady = map[string]string{}
+	c.lastLease = now
+	// Nodes that exist at takeover are not "new": no RegisteredNode events
+	// and no taint removal, unlike an upstream controller restart, so a
+	// failover never flaps NoExecute taints.
+	c.known = map[string]string{}
+	entries, _ := c.cache.Entries()
+	for _, e := range entries {
+		z := lifecycle.ZoneKey(e.Node.GetMetadata().GetLabels())
+		c.known[e.Name] = z
+		c.queueLocked(z, now)
+	}
+	c.m.leader.Set(1)
+	c.m.leaderChanges.Inc()
+	c.m.paused.Set(0)
+}
+
+func (c *Controller) end() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.leading = false
+	c.records, c.queues, c.pending = nil, nil, nil
+	c.m.leader.Set(0)
+	c.m.paused.Set(0)
+	c.m.zoneState.Reset()
+	c.m.queueDepth.Reset()
+}
+
+func (c *Controller) queueLocked(zone string, now time.Time) *lifecycle.RateLimitedQueue {
+	q := c.queues[zone]
+	if q == nil {
+		q = lifecycle.NewRateLimitedQueue(c.cfg.Lifecycle.EvictionRate, now)
+		c.queues[zone] = q
+	}
+	return q
+}
+
+// Fence returns the current leadership's fence, if leading.
+func (c *Controller) Fence() (nodestore.Fence, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fence, c.leading
+}
+
+// Leading reports whether this replica leads.
+func (c *Controller) Leading() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leading
+}
+
+// Paused returns why judgement is paused ("" when it is not).
+func (c *Controller) Paused() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.paused
+}
+
+// view is one node as the leader sees it: the cache overlaid with its own
+// writes the watch has not delivered yet.
+type view struct {
+	cache.Entry
+	health    *nodev1.NodeHealth
+	healthRev int64
+}
+
+func (c *Controller) viewLocked(e cache.Entry, cacheRev int64) view {
+	v := view{Entry: e, health: e.Health, healthRev: e.HealthRev}
+	if p, ok := c.pending[e.Name]; ok {
+		if p.rev > cacheRev {
+			v.health, v.healthRev = p.h, p.rev
+			v.Node = nodemodel.Merge(e.Meta, e.Status, p.h)
+		} else {
+			delete(c.pending, e.Name)
+		}
+	}
+	return v
+}
+
+// checkPause decides whether the leader may judge now; it returns the
+// reason when it may not.
+func (c *Controller) checkPause(now time.Time) string {
+	if age := now.Sub(c.cache.LastBatch()); age > c.cfg.WatchStaleAfter {
+		return fmt.Sprintf("etcd watch silent for %s (bound %s)", age.Round(time.Millisecond), c.cfg.WatchStaleAfter)
+	}
+	if c.live.AllStale() && now.Sub(c.lastLease) > c.cfg.WatchStaleAfter {
+		return "every collector feed is stale and no lease advanced in etcd"
+	}
+	return ""
+}
+
+// Pass runs one health pass (spec §6.2-§6.6). Exported for tests.
+func (c *Controller) Pass(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.leading {
+		return nil
+	}
+	now := c.cfg.Now()
+	if reason := c.checkPause(now); reason != "" {
+		if c.paused == "" {
+			c.lg.Warn("judgement paused: the monitor's own view is stale; no node will be marked until it is fresh again", zap.String("reason", reason))
+		}
+		c.paused = reason
+		c.m.paused.Set(1)
+		return nil
+	}
+	if c.paused != "" {
+		c.epoch++
+		c.lg.Info("judgement resumed; every node gets a fresh grace period", zap.String("pausedBecause", c.paused))
+		c.paused = ""
+		c.m.paused.Set(0)
+	}
+
+	entries, cacheRev := c.cache.Entries()
+	seen := make(map[string]bool, len(entries))
+	zones := map[string][]string{}
+	var firstErr error
+	stale := 0
+	for _, e := range entries {
+		seen[e.Name] = true
+		v := c.viewLocked(e, cacheRev)
+		if err := c.judgeLocked(ctx, now, v, zones, &stale); err != nil {
+			if errors.Is(err, errLost) {
+				return err
+			}
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	for name, zone := range c.known {
+		if seen[name] {
+			continue
+		}
+		c.lg.Info("node deleted", zap.String("node", name))
+		c.eventLocked(ctx, now, name, "", "Normal", "RemovingNode", fmt.Sprintf("Removing Node %s from Controller", name))
+		delete(c.known, name)
+		delete(c.records, name)
+		delete(c.lastReady, name)
+		if q := c.queues[zone]; q != nil {
+			q.Remove(name)
+		}
+	}
+	c.m.staleHB.Set(float64(stale))
+	if err := c.disruptionLocked(ctx, now, entries, cacheRev, zones); errors.Is(err, errLost) {
+		return err
+	}
+	c.gcOrphansLocked(ctx)
+	for z, q := range c.queues {
+		c.m.queueDepth.WithLabelValues(lifecycle.ZoneName(z)).Set(float64(q.Len()))
+	}
+	return firstErr
+}
+
+// judgeLocked applies the rules to one node and writes its health record
+// when it changed.
+func (c *Controller) judgeLocked(ctx context.Context, now time.Time, v view, zones map[string][]string, stale *int) error {
+	name := v.Name
+	labels := v.Node.GetMetadata().GetLabels()
+	zone := lifecycle.ZoneKey(labels)
+	if old, ok := c.known[name]; !ok {
+		c.lg.Info("new node", zap.String("node", name), zap.String("zone", lifecycle.ZoneName(zone)))
+		c.eventLocked(ctx, now, name, v.Node.GetMetadata().GetUid(), "Normal", "RegisteredNode", fmt.Sprintf("Registered Node %s in Controller", name))
+		c.known[name] = zone
+		c.queueLocked(zone, now)
+		// Leftover NoExecute taints of a re-registered node go (markNodeAsReachable).
+		if h, changed := c.removeNoExecuteLocked(now, v); changed {
+			if err := c.writeHealthLocked(ctx, now, name, h, v.healthRev); err != nil {
+				return err
+			}
+			v.health = h
+			v.Node = nodemodel.Merge(v.Meta, v.Status, h)
+		}
+	} else if old != zone {
+		c.known[name] = zone
+		if q := c.queues[old]; q != nil {
+			q.Remove(name)
+		}
+		c.queueLocked(zone, now)
+	}
+
+	rec := c.records[name]
+	if rec == nil {
+		rec = &lifecycle.Record{}
+		c.records[name] = rec
+	}
+	lv := c.live.Node(name)
+	var leaseRenew time.Time
+	if v.Lease != nil && v.Lease.GetSpec().GetRenewTime() != nil {
+		leaseRenew = v.Lease.GetSpec().GetRenewTime().AsTime()
+	}
+	before := rec.LeaseRenew
+	res := lifecycle.Evaluate(c.cfg.Lifecycle, now, rec, lifecycle.Input{
+		Node: v.Node, Reported: v.Status, Overrides: v.health.GetConditionOverrides(),
+		LeaseRenew: leaseRenew, FeedRenewals: lv.Renewals, GraceEpoch: c.epoch + lv.Epoch,
+		FreshSince: c.leaderSince, Paused: lv.Paused,
+	})
+	if rec.LeaseRenew.After(before) && !before.IsZero() {
+		c.lastLease = now
+	}
+	age := now.Sub(rec.Probe)
+	c.m.heartbeatAge.Observe(age.Seconds())
+	if age > c.cfg.Lifecycle.GracePeriod/2 {
+		*stale++
+	}
+
+	h := cloneHealth(v.health, name)
+	if res.Changed {
+		h.ConditionOverrides = res.Overrides
+		if res.Recovered {
+			h.RecoveryTime = nodemodel.Timestamp(now)
+			c.lg.Info("node heard again; Unknown overrides lifted", zap.String("node", name))
+		}
+		if res.Marked {
+			c.lg.Warn("node missed its grace period; conditions marked Unknown", zap.String("node", name),
+				zap.Time("lastProbe", rec.Probe), zap.Duration("grace", res.Grace))
+		}
+	}
+	current := res.Current
+	curStatus := current.GetStatus()
+	if !lifecycle.ExcludedFromDisruption(labels) {
+		zones[zone] = append(zones[zone], curStatus)
+	}
+	if prev, ok := c.lastReady[name]; ok && prev != curStatus {
+		c.m.transitions.WithLabelValues(orMissing(prev), orMissing(curStatus)).Inc()
+	}
+	c.lastReady[name] = curStatus
+
+	// NoSchedule condition taints follow the conditions after this pass.
+	served := nodemodel.Merge(v.Meta, v.Status, h)
+	desired := lifecycle.DesiredNoScheduleTaints(served.GetStatus().GetConditions(), v.Meta.GetSpec().GetUnschedulable())
+	h.Taints, _ = lifecycle.ReconcileNoSchedule(h.Taints, v.Meta.GetSpec().GetTaints(), desired)
+
+	// NoExecute taints follow the Ready condition as read (spec §6.5), so
+	// the taint trails the Unknown flip by one pass, as upstream.
+	if current != nil {
+		q := c.queueLocked(zone, now)
+		action, forget := lifecycle.DecideNoExecute(res.Observed.GetStatus(), v.Node.GetSpec().GetTaints())
+		switch action {
+		case lifecycle.SwapToNotReady:
+			h.Taints, _ = lifecycle.SwapTaints(now, h.Taints, []*nodev1.Taint{lifecycle.NotReadyNoExecute}, []*nodev1.Taint{lifecycle.UnreachableNoExecute})
+		case lifecycle.SwapToUnreachable:
+			h.Taints, _ = lifecycle.SwapTaints(now, h.Taints, []*nodev1.Taint{lifecycle.UnreachableNoExecute}, []*nodev1.Taint{lifecycle.NotReadyNoExecute})
+		case lifecycle.Enqueue:
+			if forget {
+				q.Remove(name)
+			}
+			if q.Add(name, v.Node.GetMetadata().GetUid(), now) {
+				c.lg.Debug("node not ready; queued for a NoExecute taint", zap.String("node", name),
+					zap.String("ready", res.Observed.GetStatus()), zap.String("zone", lifecycle.ZoneName(zone)))
+			}
+		case lifecycle.MarkReachable:
+			h.Taints, _ = lifecycle.SwapTaints(now, h.Taints, nil, []*nodev1.Taint{lifecycle.NotReadyNoExecute, lifecycle.UnreachableNoExecute})
+			q.Remove(name)
+		}
+		if res.Observed.GetStatus() == nodemodel.True && curStatus != nodemodel.True {
+			c.eventLocked(ctx, now, name, v.Node.GetMetadata().GetUid(), "Normal", "NodeNotReady", fmt.Sprintf("Node %s status is now: NodeNotReady", name))
+			// Marking the node's pods not ready (spec §6.3) belongs to the
+			// evictor's pod handling; the event is the seam for it.
+		}
+	}
+	if healthEqual(h, v.health) {
+		return nil
+	}
+	return c.writeHealthLocked(ctx, now, name, h, v.healthRev)
+}
+
+func orMissing(s string) string {
+	if s == "" {
+		return "Missing"
+	}
+	return s
+}
+
+func (c *Controller) removeNoExecuteLocked(now time.Time, v view) (*nodev1.NodeHealth, bool) {
+	h := cloneHealth(v.health, v.Name)
+	var changed bool
+	h.Taints, changed = lifecycle.SwapTaints(now, h.Taints, nil, []*nodev1.Taint{lifecycle.NotReadyNoExecute, lifecycle.UnreachableNoExecute})
+	return h, changed
+}
+
+func cloneHealth(h *nodev1.NodeHealth, name string) *nodev1.NodeHealth {
+	if h == nil {
+		return &nodev1.NodeHealth{NodeName: name}
+	}
+	return proto.CloneOf(h)
+}
+
+// healthEqual compares what matters of two records (not who wrote them when).
+func healthEqual(a, b *nodev1.NodeHealth) bool {
+	if b == nil {
+		return len(a.GetConditionOverrides()) == 0 && len(a.GetTaints()) == 0 && a.GetRecoveryTime() == nil
+	}
+	return proto.Equal(&nodev1.NodeHealth{ConditionOverrides: a.GetConditionOverrides(), Taints: a.GetTaints(), RecoveryTime: a.GetRecoveryTime()},
+		&nodev1.NodeHealth{ConditionOverrides: b.GetConditionOverrides(), Taints: b.GetTaints(), RecoveryTime: b.GetRecoveryTime()})
+}
+
+// writeHealthLocked stores a node's health record: fenced by the leader
+// key, and conditional on the record being the one the decision was based
+// on, so a concurrent DeleteNode is never undone.
+func (c *Controller) writeHealthLocked(ctx context.Context, now time.Time, name string, h *nodev1.NodeHealth, baseRev int64) error {
+	h.NodeName, h.UpdateTime, h.Leader = name, nodemodel.Timestamp(now), c.cfg.Identity
+	op := nodestore.Op{Kind: nodestore.Health, Name: name, Value: h, IfModRevision: baseRev, IfAbsent: baseRev == 0}
+	rev, err := c.store.Apply(ctx, &c.fence, op)
+	switch {
+	case err == nil:
+		c.pending[name] = pendingHealth{h: h, rev: rev}
+		c.m.writes.WithLabelValues("ok").Inc()
+		return nil
+	case errors.Is(err, nodestore.ErrFenced):
+		c.m.writes.WithLabelValues("fenced").Inc()
+		c.m.fenced.Inc()
+		c.lg.Warn("write rejected: no longer the leader; stepping down", zap.String("node", name))
+		return errLost
+	case errors.Is(err, nodestore.ErrConflict):
+		// Someone else changed the record (DeleteNode); decide again on the
+		// next pass from fresh data.
+		c.m.writes.WithLabelValues("conflict").Inc()
+		delete(c.pending, name)
+		return nil
+	}
+	c.m.writes.WithLabelValues("error").Inc()
+	return fmt.Errorf("write health/%s: %w", name, err)
+}
+
+// eventLocked records an event (best effort: a failed event never blocks
+// a decision).
+func (c *Controller) eventLocked(ctx context.Context, now time.Time, node, uid, typ, reason, msg string) {
+	ts := nodemodel.Timestamp(now)
+	name := node + "." + strconv.FormatInt(now.UnixNano(), 16)
+	ev := &nodev1.Event{
+		Metadata:       &nodev1.ObjectMeta{Name: name, Namespace: EventNamespace, CreationTimestamp: ts},
+		InvolvedObject: &nodev1.ObjectReference{Kind: "Node", Name: node, Uid: uid},
+		Reason:         reason, Message: msg, Type: typ, Source: EventSource,
+		FirstTimestamp: ts, LastTimestamp: ts, Count: 1,
+	}
+	_, err := c.store.Apply(ctx, &c.fence, nodestore.Op{Kind: nodestore.Events, Name: EventNamespace + "/" + name, Value: ev, TTL: EventTTL})
+	if err != nil {
+		c.lg.Warn("cannot record event", zap.String("node", node), zap.String("reason", reason), zap.Error(err))
+	}
+}
+
+// disruptionLocked updates zone states and limiters (spec §6.6).
+func (c *Controller) disruptionLocked(ctx context.Context, now time.Time, entries []cache.Entry, cacheRev int64, zones map[string][]string) error {
+	res := c.disruption.Update(c.cfg.Lifecycle, zones)
+	for z, s := range res.Changed {
+		c.lg.Info("zone changed state", zap.String("zone", lifecycle.ZoneName(z)), zap.String("state", string(s)),
+			zap.Int("nodes", len(zones[z])), zap.Int("notReady", res.NotReady[z]))
+	}
+	if res.EnterMaster {
+		c.lg.Warn("every zone is fully disrupted: entering master disruption mode; removing NoExecute taints and stopping all tainting")
+		for _, e := range entries {
+			v := c.viewLocked(e, cacheRev)
+			if h, changed := c.removeNoExecuteLocked(now, v); changed {
+				if err := c.writeHealthLocked(ctx, now, e.Name, h, v.healthRev); errors.Is(err, errLost) {
+					return err
+				}
+			}
+		}
+	}
+	if res.ExitMaster {
+		c.lg.Info("some nodes are ready again: leaving master disruption mode; every node's probe is reset")
+		for _, r := range c.records {
+			r.Probe, r.ReadyTransition = now, now
+		}
+	}
+	for z, qps := range res.Limiters {
+		c.queueLocked(z, now).SwapLimiter(qps, now)
+	}
+	c.m.zoneState.Reset()
+	for z, s := range c.disruption.States {
+		c.m.zoneState.WithLabelValues(lifecycle.ZoneName(z), string(s)).Set(1)
+	}
+	return nil
+}
+
+// gcOrphansLocked deletes health records whose node is gone (a DeleteNode
+// racing a health write can leave one).
+func (c *Controller) gcOrphansLocked(ctx context.Context) {
+	for name, rev := range c.cache.OrphanHealth() {
+		if _, known := c.known[name]; known {
+			continue
+		}
+		_, err := c.store.Apply(ctx, &c.fence, nodestore.Op{Kind: nodestore.Health, Name: name, IfModRevision: rev})
+		if err != nil && !errors.Is(err, nodestore.ErrConflict) {
+			c.lg.Debug("cannot delete orphan health record", zap.String("node", name), zap.Error(err))
+		}
+	}
+}
+
+// TaintPass drains the zone queues (every TaintPeriod). Exported for tests.
+func (c *Controller) TaintPass(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.leading || c.paused != "" {
+		return nil
+	}
+	now := c.cfg.Now()
+	cacheRev := c.cache.Revision()
+	var lost error
+	for zone, q := range c.queues {
+		q.Try(now, func(it lifecycle.QueueItem) (bool, time.Duration) {
+			if lost != nil {
+				return false, 0
+			}
+			e, ok := c.cache.Entry(it.Name)
+			if !ok {
+				return true, 0 // gone
+			}
+			v := c.viewLocked(e, cacheRev)
+			qt := lifecycle.ProcessQueued(nodemodel.FindCondition(v.Node.GetStatus().GetConditions(), nodemodel.Ready))
+			if qt.Done {
+				return true, 0
+			}
+			if qt.Retry > 0 {
+				return false, qt.Retry
+			}
+			h := cloneHealth(v.health, it.Name)
+			var changed bool
+			h.Taints, changed = lifecycle.SwapTaints(now, h.Taints, []*nodev1.Taint{qt.Add}, []*nodev1.Taint{qt.Remove})
+			if !changed {
+				return true, 0
+			}
+			if err := c.writeHealthLocked(ctx, now, it.Name, h, v.healthRev); err != nil {
+				if errors.Is(err, errLost) {
+					lost = err
+				}
+				return false, 0
+			}
+			c.m.taintsApplied.WithLabelValues(lifecycle.ZoneName(zone)).Inc()
+			c.lg.Info("NoExecute taint added", zap.String("node", it.Name), zap.String("taint", qt.Add.GetKey()),
+				zap.String("zone", lifecycle.ZoneName(zone)), zap.Float64("qps", q.QPS()))
+			return true, 0
+		})
+	}
+	return lost
+}

@@ -1,0 +1,259 @@
+package lifecycle
+
+import (
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
+)
+
+// Record is the controller's in-memory health record of one node (spec §6.2,
+// the upstream nodeHealthData). All times are the monitor's clock. Records
+// are never persisted: a new leader starts with empty records, which gives
+// every node a fresh grace period.
+type Record struct {
+	// Probe is when the controller last saw the node alive (or granted it a
+	// fresh grace period); the node is judged against Probe + grace.
+	Probe time.Time
+	// ReadyTransition is when the controller saw the Ready condition's
+	// transition time change.
+	ReadyTransition time.Time
+	// HasReady: the served node had a Ready condition at the last pass.
+	HasReady bool
+	// ReadyHeartbeat and ReadyTransitionSeen are the served Ready condition's
+	// timestamps at the last pass (compared, never interpreted).
+	ReadyHeartbeat      time.Time
+	ReadyTransitionSeen time.Time
+	// ReportedHeartbeat is the reporter's own Ready heartbeat at the last
+	// pass. Health overrides hide it from the served node, so it is tracked
+	// separately: a change proves the reporter is alive.
+	ReportedHeartbeat time.Time
+	// LeaseRenew is the newest leases/ renewTime seen in etcd (reporter clock;
+	// only compared with itself).
+	LeaseRenew time.Time
+	// FeedRenewals is the live renewal counter seen on the collectors' feeds.
+	FeedRenewals uint64
+	// GraceEpoch is the last fresh-grace epoch applied.
+	GraceEpoch uint64
+	// Heard is when liveness evidence last arrived (lease advanced, feed
+	// renewal, status heartbeat); fresh grace periods do not set it.
+	Heard time.Time
+	// MarkedAt is when this controller last saw the node's conditions
+	// overridden to Unknown (by itself, or by a previous leader when the
+	// record was created). Overrides are lifted only on evidence heard after
+	// it, so a failover can never make a dead node look alive.
+	MarkedAt time.Time
+
+	initialized bool
+}
+
+// Input is what the controller observed about a node for one pass.
+type Input struct {
+	// Node as served: stored node merged with its status and the current
+	// health overrides (the "node as read" of the spec).
+	Node *nodev1.Node
+	// Reported is the reporter's stored status, without overrides.
+	Reported *nodev1.NodeStatus
+	// Overrides currently stored in the node's health record.
+	Overrides []*nodev1.NodeCondition
+	// LeaseRenew is the renewTime of leases/<node> in etcd (zero if none).
+	LeaseRenew time.Time
+	// FeedRenewals counts live renewals of the node seen on collector feeds.
+	FeedRenewals uint64
+	// GraceEpoch increments whenever the node is owed a fresh grace period
+	// (judgement resumed after a pause, its collector vanished).
+	GraceEpoch uint64
+	// FreshSince bounds the creation-time seeding of a node without Ready:
+	// a node created before the controller took over is judged from the
+	// takeover, not from its creation.
+	FreshSince time.Time
+	// Paused: the controller cannot currently trust its view of this node
+	// (its collector's feed is stale); it must not be judged.
+	Paused bool
+}
+
+// Result is the judgement of one pass.
+type Result struct {
+	// Grace applied (monitor or startup grace).
+	Grace time.Duration
+	// Observed is the Ready condition as read; a synthetic Unknown one with
+	// the node's creation time when the node has no Ready.
+	Observed *nodev1.NodeCondition
+	// Current is the Ready condition after this pass (nil when missing and
+	// not marked).
+	Current *nodev1.NodeCondition
+	// Overrides to store; equal to Input.Overrides unless Changed.
+	Overrides []*nodev1.NodeCondition
+	// Changed: Overrides differ from Input.Overrides.
+	Changed bool
+	// Recovered: overrides were lifted because the node was heard again.
+	Recovered bool
+	// Marked: the node was found past its grace period and marked Unknown.
+	Marked bool
+}
+
+func ts(t interface{ AsTime() time.Time }) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.AsTime()
+}
+
+// Evaluate applies spec §6.2 to one node at now, updating rec in place.
+// Order matters and mirrors upstream: the record is refreshed from the Ready
+// condition first, then heartbeats (lease, feed, status) advance the probe,
+// fresh-grace grants are applied, overrides are lifted on new evidence, and
+// only then is the probe compared with the grace period.
+func Evaluate(cfg Config, now time.Time, rec *Record, in Input) Result {
+	node := in.Node
+	created := ts(node.GetMetadata().GetCreationTimestamp())
+	ready := nodemodel.FindCondition(node.GetStatus().GetConditions(), nodemodel.Ready)
+	res := Result{Grace: cfg.GracePeriod, Current: ready, Overrides: in.Overrides}
+
+	// Step 1-2: the record follows the served Ready condition.
+	if ready == nil {
+		res.Grace = cfg.StartupGracePeriod
+		res.Observed = &nodev1.NodeCondition{
+			Type: nodemodel.Ready, Status: nodemodel.Unknown,
+			LastHeartbeatTime: node.GetMetadata().GetCreationTimestamp(), LastTransitionTime: node.GetMetadata().GetCreationTimestamp(),
+		}
+		if !rec.initialized {
+			// Upstream seeds a never-reporting node's probe with its creation
+			// time; a node that predates this leadership gets the takeover time.
+			seed := created
+			if seed.IsZero() || seed.Before(in.FreshSince) {
+				seed = in.FreshSince
+			}
+			*rec = Record{Probe: seed, ReadyTransition: seed, MarkedAt: now}
+		}
+		// Ready vanished from a node that had it: the probe is kept, only the
+		// grace switches to the startup grace (see spec §6.2 step 2).
+		rec.HasReady = false
+	} else {
+		res.Observed = ready
+		hb, tr := ts(ready.GetLastHeartbeatTime()), ts(ready.GetLastTransitionTime())
+		switch {
+		case !rec.initialized || !rec.HasReady:
+			keep := *rec
+			*rec = Record{Probe: now, ReadyTransition: now, LeaseRenew: keep.LeaseRenew, FeedRenewals: keep.FeedRenewals,
+				ReportedHeartbeat: keep.ReportedHeartbeat, GraceEpoch: keep.GraceEpoch, Heard: keep.Heard, MarkedAt: keep.MarkedAt}
+			if !keep.initialized {
+				rec.MarkedAt = now
+			}
+		case !hb.Equal(rec.ReadyHeartbeat):
+			rec.Probe = now
+			if !tr.Equal(rec.ReadyTransitionSeen) {
+				rec.ReadyTransition = now
+			}
+		}
+		rec.HasReady = true
+		rec.ReadyHeartbeat, rec.ReadyTransitionSeen = hb, tr
+	}
+	first := !rec.initialized
+	if first {
+		// The first sight of lease, feed and status is a baseline, not
+		// evidence: it says nothing about whether the node is alive now.
+		rec.LeaseRenew, rec.FeedRenewals, rec.GraceEpoch = in.LeaseRenew, in.FeedRenewals, in.GraceEpoch
+		rec.ReportedHeartbeat = reportedHeartbeat(in.Reported)
+		rec.initialized = true
+	}
+
+	// Step 3: heartbeats. Any of them proves the reporter alive now.
+	heard := false
+	if in.LeaseRenew.After(rec.LeaseRenew) {
+		rec.LeaseRenew = in.LeaseRenew
+		heard = true
+	}
+	if in.FeedRenewals > rec.FeedRenewals {
+		rec.FeedRenewals = in.FeedRenewals
+		heard = true
+	}
+	if hb := reportedHeartbeat(in.Reported); !hb.Equal(rec.ReportedHeartbeat) {
+		rec.ReportedHeartbeat = hb
+		heard = heard || !hb.IsZero()
+	}
+	if heard {
+		rec.Probe, rec.Heard = now, now
+	}
+	// Fresh grace: resuming after a pause or losing the node's collector.
+	if in.GraceEpoch != rec.GraceEpoch {
+		rec.GraceEpoch = in.GraceEpoch
+		rec.Probe = now
+	}
+	if in.Paused {
+		// Judgement paused: hold the window open; when the pause ends the node
+		// has a full grace period from that moment.
+		rec.Probe = now
+	}
+
+	// Overrides are lifted only by evidence that arrived after they were set.
+	if len(in.Overrides) > 0 && !rec.Heard.IsZero() && rec.Heard.After(rec.MarkedAt) {
+		res.Overrides, res.Changed, res.Recovered = nil, true, true
+		res.Current = nodemodel.FindCondition(in.Reported.GetConditions(), nodemodel.Ready)
+		return res
+	}
+
+	// Step 4: strictly past the grace period → Unknown.
+	if !now.After(rec.Probe.Add(res.Grace)) {
+		return res
+	}
+	overrides, current := markUnknown(now, node, in.Overrides)
+	// Upstream writes only when Ready itself changed.
+	if proto.Equal(current, ready) {
+		return res
+	}
+	rec.MarkedAt = now
+	res.Overrides, res.Current, res.Changed, res.Marked = overrides, current, true, true
+	return res
+}
+
+func reportedHeartbeat(s *nodev1.NodeStatus) time.Time {
+	return ts(nodemodel.FindCondition(s.GetConditions(), nodemodel.Ready).GetLastHeartbeatTime())
+}
+
+// markUnknown returns the overrides after marking every reporter-owned
+// condition Unknown (spec §6.2 step 4), and the resulting Ready.
+// NetworkUnavailable is never touched: the network plugin owns it.
+func markUnknown(now time.Time, node *nodev1.Node, existing []*nodev1.NodeCondition) ([]*nodev1.NodeCondition, *nodev1.NodeCondition) {
+	out := make([]*nodev1.NodeCondition, 0, len(nodemodel.ReporterConditions))
+	for _, o := range existing {
+		out = append(out, proto.CloneOf(o))
+	}
+	var ready *nodev1.NodeCondition
+	for _, t := range nodemodel.ReporterConditions {
+		c := nodemodel.FindCondition(node.GetStatus().GetConditions(), t)
+		var next *nodev1.NodeCondition
+		switch {
+		case c == nil:
+			next = &nodev1.NodeCondition{
+				Type: t, Status: nodemodel.Unknown,
+				Reason: nodemodel.ReasonNodeStatusNeverUpdated, Message: nodemodel.MessageNodeStatusNeverUpd,
+				LastHeartbeatTime:  node.GetMetadata().GetCreationTimestamp(),
+				LastTransitionTime: nodemodel.Timestamp(now),
+			}
+		case c.GetStatus() != nodemodel.Unknown:
+			next = proto.CloneOf(c)
+			next.Status = nodemodel.Unknown
+			next.Reason = nodemodel.ReasonNodeStatusUnknown
+			next.Message = nodemodel.MessageNodeStatusUnknown
+			next.LastTransitionTime = nodemodel.Timestamp(now)
+		default:
+			if t == nodemodel.Ready {
+				ready = c
+			}
+			continue // already Unknown: untouched
+		}
+		if t == nodemodel.Ready {
+			ready = next
+		}
+		if o := nodemodel.FindCondition(out, t); o != nil {
+			proto.Reset(o)
+			proto.Merge(o, next)
+		} else {
+			out = append(out, next)
+		}
+	}
+	return out, ready
+}

@@ -1,0 +1,401 @@
+// Package liveness follows the collectors' live liveness feeds: every
+// collector registered under collectors/ is followed through
+// FeedService.WatchLiveness, and every RENEWED or ATTACHED event counts as a
+// heartbeat of its node on the monitor's own clock. It also tells the
+// controller when it must not judge a node: while the feed of the collector
+// the node was last seen on is stale (the monitor cannot see renewals it may
+// be missing), and it grants a fresh grace period to the nodes of a
+// collector that vanished (they are reconnecting to another one).
+package liveness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
+	"github.com/nodepulse/nodepulse/services/grpcclient"
+)
+
+// Collectors is the source of registered collectors (the watch cache).
+type Collectors interface {
+	Collectors() map[string]*collectorv1.CollectorInfo
+	Changed() <-chan struct{}
+}
+
+// Config of the tracker.
+type Config struct {
+	// Client dials the feeds; Addresses is ignored (taken from collectors/).
+	Client grpcclient.Config
+	// Watcher names this monitor in the collectors' logs.
+	Watcher string
+	// StaleBatches: a feed is stale after this many heartbeat intervals
+	// without a batch (contract: 3).
+	StaleBatches int
+	// DefaultHeartbeat is assumed until a feed states its interval.
+	DefaultHeartbeat time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Node is what the tracker knows about one node.
+type Node struct {
+	// Renewals counts live renewals seen (any collector); the controller
+	// only checks that it grew.
+	Renewals uint64
+	// RenewTime is the reporter's renewTime of the newest renewal.
+	RenewTime time.Time
+	// ObservedAt is the monitor clock when that renewal arrived.
+	ObservedAt time.Time
+	// Collector the node was last seen attached to ("" after a detach).
+	Collector string
+	// Epoch increments when the node is owed a fresh grace period.
+	Epoch uint64
+	// Paused: the node's collector feed is stale.
+	Paused bool
+}
+
+// FeedState describes one followed feed.
+type FeedState struct {
+	ID, Address string
+	Connected   bool
+	LastBatch   time.Time
+	Stale       bool
+	Nodes       int
+}
+
+type feed struct {
+	info      *collectorv1.CollectorInfo
+	cancel    context.CancelFunc
+	conn      *grpc.ClientConn
+	lastBatch time.Time
+	interval  time.Duration
+	connected bool
+}
+
+type node struct {
+	renewals   uint64
+	renewTime  time.Time
+	observedAt time.Time
+	collector  string
+	epoch      uint64
+}
+
+// Tracker follows the feeds.
+type Tracker struct {
+	cfg     Config
+	src     Collectors
+	lg      *zap.Logger
+	metrics *grpcprom.ClientMetrics
+
+	mu    sync.Mutex
+	feeds map[string]*feed
+	nodes map[string]*node
+	wg    sync.WaitGroup
+
+	batches *prometheus.CounterVec
+}
+
+// New returns a tracker; call Run.
+func New(cfg Config, src Collectors, lg *zap.Logger, reg prometheus.Registerer, metrics *grpcprom.ClientMetrics) (*Tracker, error) {
+	if cfg.StaleBatches <= 0 {
+		cfg.StaleBatches = 3
+	}
+	if cfg.DefaultHeartbeat <= 0 {
+		cfg.DefaultHeartbeat = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	t := &Tracker{cfg: cfg, src: src, lg: lg.Named("liveness"), metrics: metrics,
+		feeds: map[string]*feed{}, nodes: map[string]*node{}}
+	t.batches = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nodepulse_monitor_feed_batches_total", Help: "Liveness feed batches received, by collector.",
+	}, []string{"collector"})
+	stale := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "nodepulse_monitor_feeds_stale", Help: "Collector liveness feeds followed that are currently stale (no batch for 3 heartbeat intervals).",
+	}, func() float64 {
+		n := 0
+		for _, f := range t.Feeds() {
+			if f.Stale {
+				n++
+			}
+		}
+		return float64(n)
+	})
+	followed := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "nodepulse_monitor_feeds", Help: "Collector liveness feeds followed.",
+	}, func() float64 { return float64(len(t.Feeds())) })
+	if reg != nil {
+		for _, c := range []prometheus.Collector{t.batches, stale, followed} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("register liveness metrics: %w", err)
+			}
+		}
+	}
+	return t, nil
+}
+
+// Run follows the collectors listed by src until ctx ends.
+func (t *Tracker) Run(ctx context.Context) error {
+	defer func() {
+		t.mu.Lock()
+		for id, f := range t.feeds {
+			f.cancel()
+			delete(t.feeds, id)
+		}
+		t.mu.Unlock()
+		t.wg.Wait()
+	}()
+	for {
+		ch := t.src.Changed()
+		t.reconcile(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ch:
+		}
+	}
+}
+
+// reconcile starts feeds for new collectors and stops those of vanished ones.
+func (t *Tracker) reconcile(ctx context.Context) {
+	want := t.src.Collectors()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.cfg.Now()
+	for id, f := range t.feeds {
+		if info, ok := want[id]; ok && info.GetFeedAddress() == f.info.GetFeedAddress() {
+			f.info = info
+			continue
+		}
+		f.cancel()
+		delete(t.feeds, id)
+		// Its nodes are reconnecting elsewhere: give them a fresh grace
+		// period rather than judging them on a renewal gap they did not cause.
+		n := 0
+		for _, nd := range t.nodes {
+			if nd.collector == id {
+				nd.collector = ""
+				nd.epoch++
+				n++
+			}
+		}
+		t.lg.Info("collector gone; its nodes get a fresh grace period", zap.String("collector", id), zap.Int("nodes", n))
+	}
+	for id, info := range want {
+		if _, ok := t.feeds[id]; ok || info.GetFeedAddress() == "" {
+			continue
+		}
+		cc := t.cfg.Client
+		cc.Addresses = info.GetFeedAddress()
+		conn, err := grpcclient.Dial(cc, t.metrics)
+		if err != nil {
+			t.lg.Error("cannot dial collector feed", zap.String("collector", id), zap.String("address", info.GetFeedAddress()), zap.Error(err))
+			continue
+		}
+		fctx, cancel := context.WithCancel(ctx)
+		f := &feed{info: info, cancel: cancel, conn: conn, lastBatch: now, interval: t.cfg.DefaultHeartbeat}
+		t.feeds[id] = f
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			defer conn.Close()
+			t.follow(fctx, id, f)
+		}()
+		t.lg.Info("following collector feed", zap.String("collector", id), zap.String("address", info.GetFeedAddress()))
+	}
+}
+
+// follow keeps one feed open, reconnecting with backoff.
+func (t *Tracker) follow(ctx context.Context, id string, f *feed) {
+	cli := collectorv1.NewFeedServiceClient(f.conn)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := t.stream(ctx, id, cli, f)
+		if ctx.Err() != nil {
+			return
+		}
+		t.mu.Lock()
+		f.connected = false
+		t.mu.Unlock()
+		t.lg.Warn("collector feed broken; reconnecting", zap.String("collector", id), zap.Error(err), zap.Duration("backoff", backoff))
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (t *Tracker) stream(ctx context.Context, id string, cli collectorv1.FeedServiceClient, f *feed) error {
+	s, err := cli.WatchLiveness(ctx, &collectorv1.WatchLivenessRequest{Watcher: t.cfg.Watcher})
+	if err != nil {
+		return err
+	}
+	for {
+		b, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		t.batch(id, f, b)
+	}
+}
+
+// batch applies one feed batch.
+func (t *Tracker) batch(id string, f *feed, b *collectorv1.WatchLivenessResponse) {
+	now := t.cfg.Now()
+	t.batches.WithLabelValues(id).Inc()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.feeds[id] != f {
+		return // the collector was removed meanwhile
+	}
+	f.lastBatch, f.connected = now, true
+	if d := b.GetHeartbeatInterval().AsDuration(); d > 0 {
+		f.interval = d
+	}
+	for _, ev := range b.GetEvents() {
+		name := ev.GetNodeName()
+		if name == "" {
+			continue
+		}
+		nd := t.nodes[name]
+		if nd == nil {
+			nd = &node{}
+			t.nodes[name] = nd
+		}
+		switch ev.GetKind() {
+		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_ATTACHED, collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_RENEWED:
+			nd.collector = id
+			rt := ev.GetRenewTime().AsTime()
+			// A snapshot repeats renewals already seen; only a renewal whose
+			// renewTime advanced (or a new attach) is fresh evidence.
+			if ev.GetRenewTime() != nil && !rt.After(nd.renewTime) && (b.GetSnapshot() || ev.GetKind() == collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_RENEWED) {
+				continue
+			}
+			if b.GetSnapshot() && nd.renewTime.IsZero() && nd.renewals == 0 {
+				// First sight of the node: a baseline, not a heartbeat.
+				nd.renewTime = rt
+				continue
+			}
+			nd.renewals++
+			if rt.After(nd.renewTime) {
+				nd.renewTime = rt
+			}
+			nd.observedAt = now
+		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_DETACHED, collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_LEAVING:
+			if nd.collector == id {
+				nd.collector = ""
+			}
+		}
+	}
+}
+
+func (t *Tracker) staleLocked(f *feed, now time.Time) bool {
+	return now.Sub(f.lastBatch) > time.Duration(t.cfg.StaleBatches)*f.interval
+}
+
+// Node returns what the tracker knows about a node.
+func (t *Tracker) Node(name string) Node {
+	now := t.cfg.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	nd := t.nodes[name]
+	if nd == nil {
+		return Node{}
+	}
+	out := Node{Renewals: nd.renewals, RenewTime: nd.renewTime, ObservedAt: nd.observedAt, Collector: nd.collector, Epoch: nd.epoch}
+	if f := t.feeds[nd.collector]; f != nil && t.staleLocked(f, now) {
+		out.Paused = true
+	}
+	return out
+}
+
+// Feeds describes every followed feed.
+func (t *Tracker) Feeds() []FeedState {
+	now := t.cfg.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	count := map[string]int{}
+	for _, nd := range t.nodes {
+		count[nd.collector]++
+	}
+	out := make([]FeedState, 0, len(t.feeds))
+	for id, f := range t.feeds {
+		out = append(out, FeedState{ID: id, Address: f.info.GetFeedAddress(), Connected: f.connected,
+			LastBatch: f.lastBatch, Stale: t.staleLocked(f, now), Nodes: count[id]})
+	}
+	return out
+}
+
+// AllStale reports whether at least one feed is followed and every one is
+// stale: the monitor is then probably cut off from the collectors.
+func (t *Tracker) AllStale() bool {
+	fs := t.Feeds()
+	if len(fs) == 0 {
+		return false
+	}
+	for _, f := range fs {
+		if !f.Stale {
+			return false
+		}
+	}
+	return true
+}
+
+// ErrNotAttached: no followed collector holds the node's stream.
+var ErrNotAttached = errors.New("node is not attached to any known collector")
+
+// SendCommand asks the collector holding the node to have it report its
+// status now; it returns the collector id and whether it was delivered.
+func (t *Tracker) SendCommand(ctx context.Context, name, reason string) (string, bool, error) {
+	t.mu.Lock()
+	var order []string
+	if nd := t.nodes[name]; nd != nil && nd.collector != "" {
+		order = append(order, nd.collector)
+	}
+	for id := range t.feeds {
+		if len(order) == 0 || order[0] != id {
+			order = append(order, id)
+		}
+	}
+	conns := map[string]*grpc.ClientConn{}
+	for _, id := range order {
+		if f := t.feeds[id]; f != nil {
+			conns[id] = f.conn
+		}
+	}
+	t.mu.Unlock()
+	var lastErr error = ErrNotAttached
+	for _, id := range order {
+		conn := conns[id]
+		if conn == nil {
+			continue
+		}
+		resp, err := collectorv1.NewFeedServiceClient(conn).SendNodeCommand(ctx, &collectorv1.SendNodeCommandRequest{
+			NodeName: name, Command: &collectorv1.SendNodeCommandRequest_ReportStatusReason{ReportStatusReason: reason},
+		})
+		if status.Code(err) == codes.NotFound {
+			continue
+		}
+		if err != nil {
+			lastErr = fmt.Errorf("collector %s: %w", id, err)
+			continue
+		}
+		return id, resp.GetDelivered(), nil
+	}
+	return "", false, lastErr
+}
