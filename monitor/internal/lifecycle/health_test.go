@@ -1,0 +1,270 @@
+package lifecycle
+
+import (
+	"testing"
+	"time"
+
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
+)
+
+var t0 = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+
+func cond(typ, status string, hb, tr time.Time) *nodev1.NodeCondition {
+	return &nodev1.NodeCondition{Type: typ, Status: status, Reason: "R" + status, Message: "m",
+		LastHeartbeatTime: nodemodel.Timestamp(hb), LastTransitionTime: nodemodel.Timestamp(tr)}
+}
+
+// reported returns a fresh node status with every reporter condition.
+func reported(ready string, hb time.Time) *nodev1.NodeStatus {
+	return &nodev1.NodeStatus{Conditions: []*nodev1.NodeCondition{
+		cond(nodemodel.MemoryPressure, nodemodel.False, hb, t0),
+		cond(nodemodel.DiskPressure, nodemodel.False, hb, t0),
+		cond(nodemodel.PIDPressure, nodemodel.False, hb, t0),
+		cond(nodemodel.Ready, ready, hb, t0),
+		cond(nodemodel.NetworkUnavailable, nodemodel.False, hb, t0),
+	}}
+}
+
+func nodeWith(st *nodev1.NodeStatus, overrides []*nodev1.NodeCondition) *nodev1.Node {
+	meta := &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: "n1", CreationTimestamp: nodemodel.Timestamp(t0.Add(-time.Hour))}}
+	return nodemodel.Merge(meta, st, &nodev1.NodeHealth{ConditionOverrides: overrides})
+}
+
+// step runs Evaluate and, like the controller, feeds the new overrides into
+// the next input.
+type sim struct {
+	cfg       Config
+	rec       Record
+	st        *nodev1.NodeStatus
+	overrides []*nodev1.NodeCondition
+	lease     time.Time
+	feed      uint64
+	epoch     uint64
+	paused    bool
+	fresh     time.Time
+}
+
+func (s *sim) at(now time.Time) Result {
+	r := Evaluate(s.cfg, now, &s.rec, Input{
+		Node: nodeWith(s.st, s.overrides), Reported: s.st, Overrides: s.overrides,
+		LeaseRenew: s.lease, FeedRenewals: s.feed, GraceEpoch: s.epoch, Paused: s.paused, FreshSince: s.fresh,
+	})
+	s.overrides = r.Overrides
+	return r
+}
+
+func ready(r Result) string { return r.Current.GetStatus() }
+
+func TestGraceBoundary(t *testing.T) {
+	cfg := DefaultConfig()
+	for _, tc := range []struct {
+		name  string
+		after time.Duration
+		want  string
+	}{
+		{"well within grace", 10 * time.Second, nodemodel.True},
+		{"exactly at probe+grace is still healthy", cfg.GracePeriod, nodemodel.True},
+		{"one nanosecond past grace is Unknown", cfg.GracePeriod + time.Nanosecond, nodemodel.Unknown},
+		{"long past grace", 10 * time.Minute, nodemodel.Unknown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &sim{cfg: cfg, st: reported(nodemodel.True, t0)}
+			if r := s.at(t0); ready(r) != nodemodel.True || r.Changed {
+				t.Fatalf("first sight: ready=%s changed=%v", ready(r), r.Changed)
+			}
+			r := s.at(t0.Add(tc.after))
+			if got := ready(r); got != tc.want {
+				t.Fatalf("Ready after %s = %s, want %s", tc.after, got, tc.want)
+			}
+			if r.Marked != (tc.want == nodemodel.Unknown) {
+				t.Errorf("Marked = %v", r.Marked)
+			}
+		})
+	}
+}
+
+func TestUnknownMarkingExactStrings(t *testing.T) {
+	cfg := DefaultConfig()
+	s := &sim{cfg: cfg, st: reported(nodemodel.True, t0)}
+	s.at(t0)
+	now := t0.Add(cfg.GracePeriod + time.Second)
+	r := s.at(now)
+	if !r.Changed || !r.Marked || r.Observed.GetStatus() != nodemodel.True {
+		t.Fatalf("want a marking write with observed True, got %+v", r)
+	}
+	n := nodeWith(s.st, r.Overrides)
+	for _, typ := range nodemodel.ReporterConditions {
+		c := nodemodel.FindCondition(n.GetStatus().GetConditions(), typ)
+		if c.GetStatus() != nodemodel.Unknown || c.GetReason() != nodemodel.ReasonNodeStatusUnknown || c.GetMessage() != "Kubelet stopped posting node status." {
+			t.Errorf("%s = %s/%s/%q", typ, c.GetStatus(), c.GetReason(), c.GetMessage())
+		}
+		if !c.GetLastTransitionTime().AsTime().Equal(now) {
+			t.Errorf("%s transition = %v, want now", typ, c.GetLastTransitionTime().AsTime())
+		}
+		if !c.GetLastHeartbeatTime().AsTime().Equal(t0) {
+			t.Errorf("%s heartbeat changed to %v; it must stay untouched", typ, c.GetLastHeartbeatTime().AsTime())
+		}
+	}
+	if nu := nodemodel.FindCondition(n.GetStatus().GetConditions(), nodemodel.NetworkUnavailable); nu.GetStatus() != nodemodel.False {
+		t.Errorf("NetworkUnavailable touched: %s", nu.GetStatus())
+	}
+	// Already Unknown: untouched on later passes.
+	if r := s.at(now.Add(time.Minute)); r.Changed {
+		t.Errorf("second pass rewrote overrides: %+v", r.Overrides)
+	}
+}
+
+func TestStartupGrace(t *testing.T) {
+	cfg := DefaultConfig()
+	created := t0.Add(-10 * time.Second)
+	newNode := func() *sim {
+		s := &sim{cfg: cfg, st: &nodev1.NodeStatus{}}
+		return s
+	}
+	evalAt := func(s *sim, now time.Time) Result {
+		meta := &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: "n1", CreationTimestamp: nodemodel.Timestamp(created)}}
+		r := Evaluate(s.cfg, now, &s.rec, Input{Node: nodemodel.Merge(meta, s.st, &nodev1.NodeHealth{ConditionOverrides: s.overrides}),
+			Reported: s.st, Overrides: s.overrides, FreshSince: s.fresh})
+		s.overrides = r.Overrides
+		return r
+	}
+	t.Run("probe seeded with creation time; startup grace applies", func(t *testing.T) {
+		s := newNode()
+		r := evalAt(s, t0)
+		if r.Grace != cfg.StartupGracePeriod || r.Changed {
+			t.Fatalf("grace %s changed %v", r.Grace, r.Changed)
+		}
+		if r := evalAt(s, created.Add(cfg.StartupGracePeriod)); r.Changed {
+			t.Fatal("marked exactly at creation+startup grace")
+		}
+		r = evalAt(s, created.Add(cfg.StartupGracePeriod+time.Millisecond))
+		if !r.Changed || ready(r) != nodemodel.Unknown {
+			t.Fatalf("not marked past startup grace: %+v", r)
+		}
+		n := nodeWith(s.st, r.Overrides)
+		for _, typ := range nodemodel.ReporterConditions {
+			c := nodemodel.FindCondition(n.GetStatus().GetConditions(), typ)
+			if c.GetReason() != nodemodel.ReasonNodeStatusNeverUpdated || c.GetMessage() != "Kubelet never posted node status." {
+				t.Errorf("%s: %s %q", typ, c.GetReason(), c.GetMessage())
+			}
+		}
+	})
+	t.Run("a node older than the leadership is judged from the takeover", func(t *testing.T) {
+		s := newNode()
+		s.fresh = t0
+		evalAt(s, t0)
+		if r := evalAt(s, t0.Add(cfg.StartupGracePeriod)); r.Changed {
+			t.Fatal("marked within startup grace of the takeover")
+		}
+	})
+}
+
+func TestLeaseOnlyHeartbeatsKeepNodeHealthy(t *testing.T) {
+	cfg := DefaultConfig()
+	for _, src := range []string{"etcd lease", "feed"} {
+		t.Run(src, func(t *testing.T) {
+			s := &sim{cfg: cfg, st: reported(nodemodel.True, t0), lease: t0.Add(-time.Hour)}
+			s.at(t0)
+			// The status never changes again; only heartbeats arrive, every 10s,
+			// with reporter clocks an hour off (never compared with ours).
+			for i := 1; i <= 30; i++ {
+				now := t0.Add(time.Duration(i) * 10 * time.Second)
+				if src == "feed" {
+					s.feed++
+				} else {
+					s.lease = s.lease.Add(10 * time.Second)
+				}
+				if r := s.at(now); ready(r) != nodemodel.True {
+					t.Fatalf("Unknown at %s despite heartbeats", now.Sub(t0))
+				}
+			}
+			if r := s.at(t0.Add(300*time.Second + cfg.GracePeriod + time.Second)); ready(r) != nodemodel.Unknown {
+				t.Fatal("not Unknown after heartbeats stopped")
+			}
+		})
+	}
+}
+
+func TestRecoveryNeedsNewEvidence(t *testing.T) {
+	cfg := DefaultConfig()
+	s := &sim{cfg: cfg, st: reported(nodemodel.True, t0)}
+	s.at(t0)
+	marked := t0.Add(cfg.GracePeriod + time.Second)
+	s.at(marked)
+	// A fresh grace period (failover, resume) is not evidence.
+	s.epoch++
+	if r := s.at(marked.Add(time.Second)); ready(r) != nodemodel.Unknown || r.Changed {
+		t.Fatalf("fresh grace lifted the override: %+v", r)
+	}
+	// A lease renewal is.
+	s.feed++
+	r := s.at(marked.Add(2 * time.Second))
+	if !r.Recovered || len(r.Overrides) != 0 || ready(r) != nodemodel.True {
+		t.Fatalf("renewal did not lift the override: %+v", r)
+	}
+}
+
+func TestNewLeaderKeepsInheritedOverrides(t *testing.T) {
+	cfg := DefaultConfig()
+	// A previous leader marked the node; this controller has no record.
+	st := reported(nodemodel.True, t0)
+	inherited, _ := markUnknown(t0, nodeWith(st, nil), nil)
+	s := &sim{cfg: cfg, st: st, overrides: inherited, feed: 7, lease: t0}
+	now := t0.Add(time.Hour)
+	if r := s.at(now); r.Changed || ready(r) != nodemodel.Unknown {
+		t.Fatalf("first sight changed the node: %+v", r)
+	}
+	if r := s.at(now.Add(cfg.GracePeriod + time.Second)); r.Changed {
+		t.Fatalf("already Unknown node rewritten: %+v", r)
+	}
+	s.feed++
+	if r := s.at(now.Add(cfg.GracePeriod + 2*time.Second)); !r.Recovered {
+		t.Fatal("new renewal did not lift the inherited override")
+	}
+}
+
+func TestPausedNeverMarks(t *testing.T) {
+	cfg := DefaultConfig()
+	s := &sim{cfg: cfg, st: reported(nodemodel.True, t0)}
+	s.at(t0)
+	s.paused = true
+	for d := time.Duration(0); d < 5*time.Minute; d += 5 * time.Second {
+		if r := s.at(t0.Add(d)); r.Changed {
+			t.Fatalf("marked while paused at %s", d)
+		}
+	}
+	// After the pause, a full grace period from its end.
+	s.paused = false
+	end := t0.Add(5 * time.Minute)
+	if r := s.at(end.Add(cfg.GracePeriod - 5*time.Second)); r.Changed {
+		t.Fatal("marked within grace after pause")
+	}
+	if r := s.at(end.Add(cfg.GracePeriod + 5*time.Second)); !r.Changed {
+		t.Fatal("not marked after grace following pause")
+	}
+}
+
+func TestStatusHeartbeatAdvancesProbe(t *testing.T) {
+	cfg := DefaultConfig()
+	s := &sim{cfg: cfg, st: reported(nodemodel.True, t0)}
+	s.at(t0)
+	s.st = reported(nodemodel.True, t0.Add(30*time.Second))
+	s.at(t0.Add(30 * time.Second))
+	if r := s.at(t0.Add(30*time.Second + cfg.GracePeriod)); r.Changed {
+		t.Fatal("status heartbeat did not advance the probe")
+	}
+}
+
+func TestReadyFalseIsNotOverridden(t *testing.T) {
+	cfg := DefaultConfig()
+	s := &sim{cfg: cfg, st: reported(nodemodel.False, t0)}
+	r := s.at(t0)
+	if ready(r) != nodemodel.False || r.Changed {
+		t.Fatalf("%+v", r)
+	}
+	r = s.at(t0.Add(cfg.GracePeriod + time.Second))
+	if ready(r) != nodemodel.Unknown || r.Observed.GetStatus() != nodemodel.False {
+		t.Fatalf("False node past grace: observed %s current %s", r.Observed.GetStatus(), ready(r))
+	}
+}
