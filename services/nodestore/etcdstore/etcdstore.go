@@ -220,13 +220,22 @@ func (s *Store) Apply(ctx context.Context, fence *nodestore.Fence, ops ...nodest
 	if len(ops) > s.cfg.MaxTxnOps {
 		return 0, fmt.Errorf("apply: %d ops exceed etcd.max-txn-ops %d", len(ops), s.cfg.MaxTxnOps)
 	}
+	// Refuse what could never be read back (List and Watch only decode keys
+	// of known kinds with a name), before any lease is granted.
+	for _, op := range ops {
+		if !op.Kind.Valid() || op.Name == "" {
+			return 0, fmt.Errorf("apply: invalid object %q/%q", op.Kind, op.Name)
+		}
+	}
 	ctx, cancel := s.reqCtx(ctx)
 	defer cancel()
 	var cmps []clientv3.Cmp
 	if fence != nil {
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(fence.Key), "=", fence.Revision))
 	}
-	var lease clientv3.LeaseID
+	// One lease per distinct TTL: objects written together with different
+	// TTLs must each expire on their own.
+	leases := map[time.Duration]clientv3.LeaseID{}
 	thens := make([]clientv3.Op, 0, len(ops))
 	for _, op := range ops {
 		key := s.key(op.Kind, op.Name)
@@ -246,12 +255,14 @@ func (s *Store) Apply(ctx context.Context, fence *nodestore.Fence, ops ...nodest
 		}
 		var popts []clientv3.OpOption
 		if op.TTL > 0 {
-			if lease == 0 {
+			lease, ok := leases[op.TTL]
+			if !ok {
 				g, err := s.cli.Grant(ctx, int64((op.TTL+time.Second-1)/time.Second))
 				if err != nil {
 					return 0, fmt.Errorf("grant TTL for %s: %w", key, err)
 				}
 				lease = g.ID
+				leases[op.TTL] = lease
 			}
 			popts = append(popts, clientv3.WithLease(lease))
 		}
@@ -306,11 +317,12 @@ func (s *Store) Watch(ctx context.Context, afterRev int64) <-chan nodestore.Watc
 			b := nodestore.WatchBatch{Revision: resp.Header.Revision, Progress: resp.IsProgressNotify()}
 			for _, ev := range resp.Events {
 				kv := ev.Kv
+				// Election keys share the prefix but are not objects.
+				k, name, ok := nodestore.ParseKey(s.prefix, string(kv.Key))
+				if !ok {
+					continue
+				}
 				if ev.Type == clientv3.EventTypeDelete {
-					k, name, ok := nodestore.ParseKey(s.prefix, string(kv.Key))
-					if !ok {
-						continue
-					}
 					b.Events = append(b.Events, nodestore.Event{Type: nodestore.DeleteEvent,
 						Object: nodestore.Object{Kind: k, Name: name, ModRevision: kv.ModRevision}})
 					continue
@@ -321,6 +333,11 @@ func (s *Store) Watch(ctx context.Context, afterRev int64) <-chan nodestore.Watc
 					continue
 				}
 				b.Events = append(b.Events, nodestore.Event{Type: nodestore.PutEvent, Object: o})
+			}
+			// A response with only election keys in it is no news; a
+			// batch is either changes or a progress notification.
+			if len(b.Events) == 0 && !b.Progress {
+				continue
 			}
 			if !send(b) {
 				return
@@ -372,16 +389,47 @@ func (ss *session) Put(ctx context.Context, k nodestore.Kind, name string, v pro
 func (ss *session) Done() <-chan struct{} { return ss.cs.Done() }
 func (ss *session) Close() error          { return ss.cs.Close() }
 
+// ExpireSession ends a session at the server now, as its TTL running out
+// after its process died would: the lease is revoked (its objects and
+// election keys go in one revision) and the local keep-alive stops, so Done
+// closes. Tests use it to simulate a crash; nodestore/storetest finds it by
+// this name.
+func (s *Store) ExpireSession(ctx context.Context, ns nodestore.Session) error {
+	ss, ok := ns.(*session)
+	if !ok {
+		return errors.New("expire session: not a session of this store")
+	}
+	ctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	if _, err := s.cli.Revoke(ctx, ss.cs.Lease()); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return fmt.Errorf("revoke session lease: %w", err)
+	}
+	// Without Orphan, Done would only close at the next keep-alive, up to
+	// a third of the TTL later.
+	ss.cs.Orphan()
+	return nil
+}
+
+// leadership ends with its session or its Resign, whichever comes first:
+// ctx derives from the session's context, so it needs no goroutine.
 type leadership struct {
-	e    *concurrency.Election
-	done <-chan struct{}
+	e      *concurrency.Election
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 func (l *leadership) Fence() nodestore.Fence {
 	return nodestore.Fence{Key: l.e.Key(), Revision: l.e.Rev()}
 }
-func (l *leadership) Done() <-chan struct{}            { return l.done }
-func (l *leadership) Resign(ctx context.Context) error { return l.e.Resign(ctx) }
+func (l *leadership) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Resign deletes the leader key, so the next candidate takes over and this
+// fence stops holding, and ends Done even if the delete fails: the caller
+// asked to stop leading and must not act as leader any more.
+func (l *leadership) Resign(ctx context.Context) error {
+	defer l.cancel()
+	return l.e.Resign(ctx)
+}
 
 func (s *Store) electionPrefix(name string) string { return s.prefix + "election/" + name }
 
@@ -396,7 +444,8 @@ func (s *Store) Campaign(ctx context.Context, ns nodestore.Session, name, id str
 	if err := e.Campaign(ctx, id); err != nil {
 		return nil, fmt.Errorf("campaign %s: %w", name, err)
 	}
-	return &leadership{e: e, done: ss.cs.Done()}, nil
+	lctx, cancel := context.WithCancel(ss.cs.Ctx())
+	return &leadership{e: e, ctx: lctx, cancel: cancel}, nil
 }
 
 // Leader implements nodestore.Store.
