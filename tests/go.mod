@@ -9,6 +9,7 @@ replace (
 
 require (
 	github.com/nodepulse/nodepulse/gen v0.0.0-00010101000000-000000000000
+	github.com/nodepulse/nodepulse/monitor v0.0.0-00010101000000-000000000000
 	github.com/nodepulse/nodepulse/services v0.0.0-00010101000000-000000000000
 	go.etcd.io/etcd/client/v3 v3.6.16
 	go.etcd.io/etcd/server/v3 v3.6.16
@@ -75,3 +76,5 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+replace github.com/nodepulse/nodepulse/monitor => ../monitor
