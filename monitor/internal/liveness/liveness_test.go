@@ -1,0 +1,173 @@
+package liveness
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
+	"github.com/nodepulse/nodepulse/services/grpcclient"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
+	"github.com/nodepulse/nodepulse/services/tlsconfig"
+)
+
+// fakeFeed is a collector's FeedService: it sends what the test queues.
+type fakeFeed struct {
+	collectorv1.UnimplementedFeedServiceServer
+	batches chan *collectorv1.WatchLivenessResponse
+}
+
+func (f *fakeFeed) WatchLiveness(_ *collectorv1.WatchLivenessRequest, s collectorv1.FeedService_WatchLivenessServer) error {
+	for {
+		select {
+		case <-s.Context().Done():
+			return nil
+		case b := <-f.batches:
+			if err := s.Send(b); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (f *fakeFeed) SendNodeCommand(_ context.Context, r *collectorv1.SendNodeCommandRequest) (*collectorv1.SendNodeCommandResponse, error) {
+	if r.GetNodeName() != "n1" {
+		return nil, status.Error(codes.NotFound, "not attached")
+	}
+	return &collectorv1.SendNodeCommandResponse{Delivered: true}, nil
+}
+
+type source struct {
+	mu      sync.Mutex
+	infos   map[string]*collectorv1.CollectorInfo
+	changed chan struct{}
+}
+
+func (s *source) Collectors() map[string]*collectorv1.CollectorInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]*collectorv1.CollectorInfo{}
+	for k, v := range s.infos {
+		out[k] = v
+	}
+	return out
+}
+
+func (s *source) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+func (s *source) set(infos map[string]*collectorv1.CollectorInfo) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.infos = infos
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestTrackerFollowsFeed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	feed := &fakeFeed{batches: make(chan *collectorv1.WatchLivenessResponse, 16)}
+	collectorv1.RegisterFeedServiceServer(srv, feed)
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Stop()
+
+	clk := &clock{t: time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)}
+	src := &source{changed: make(chan struct{})}
+	tr, err := New(Config{Client: grpcclient.Config{TLS: tlsconfig.Config{Insecure: true}, KeepaliveTime: time.Minute, KeepaliveTimeout: time.Minute},
+		Watcher: "test", Now: clk.now}, src, zap.NewNop(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = tr.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	src.set(map[string]*collectorv1.CollectorInfo{"c1": {Id: "c1", FeedAddress: ln.Addr().String()}})
+
+	reporterClock := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC) // skewed: never compared with ours
+	hb := durationpb.New(time.Second)
+	ev := func(kind collectorv1.LivenessEventKind, rt time.Time) *collectorv1.LivenessEvent {
+		return &collectorv1.LivenessEvent{NodeName: "n1", Kind: kind, RenewTime: nodemodel.Timestamp(rt), LeaseDurationSeconds: 40}
+	}
+	feed.batches <- &collectorv1.WatchLivenessResponse{CollectorId: "c1", Snapshot: true, HeartbeatInterval: hb,
+		Events: []*collectorv1.LivenessEvent{ev(collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_ATTACHED, reporterClock)}}
+	poll(t, "snapshot", func() bool { return tr.Node("n1").Collector == "c1" })
+	if n := tr.Node("n1"); n.Renewals != 0 || n.Paused {
+		t.Fatalf("a snapshot is a baseline, not a heartbeat: %+v", n)
+	}
+	feed.batches <- &collectorv1.WatchLivenessResponse{CollectorId: "c1", HeartbeatInterval: hb,
+		Events: []*collectorv1.LivenessEvent{ev(collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_RENEWED, reporterClock.Add(10*time.Second))}}
+	poll(t, "renewal", func() bool { return tr.Node("n1").Renewals == 1 })
+	if n := tr.Node("n1"); !n.ObservedAt.Equal(clk.now()) || !n.RenewTime.Equal(reporterClock.Add(10*time.Second)) {
+		t.Fatalf("%+v", n)
+	}
+	// A repeated renewTime is not a new heartbeat; an empty batch is not either.
+	feed.batches <- &collectorv1.WatchLivenessResponse{CollectorId: "c1", HeartbeatInterval: hb,
+		Events: []*collectorv1.LivenessEvent{ev(collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_RENEWED, reporterClock.Add(10*time.Second))}}
+	feed.batches <- &collectorv1.WatchLivenessResponse{CollectorId: "c1", HeartbeatInterval: hb}
+	poll(t, "batches consumed", func() bool { return len(feed.batches) == 0 })
+
+	if col, ok, err := tr.SendCommand(ctx, "n1", "test"); err != nil || !ok || col != "c1" {
+		t.Fatalf("SendCommand: %s %v %v", col, ok, err)
+	}
+	if _, _, err := tr.SendCommand(ctx, "n9", "test"); err == nil {
+		t.Fatal("command for an unattached node delivered")
+	}
+
+	// Silent for more than 3 heartbeat intervals: stale, the node paused.
+	clk.add(3 * time.Second)
+	if tr.Node("n1").Paused || tr.AllStale() {
+		t.Fatal("stale at exactly 3 intervals")
+	}
+	clk.add(time.Millisecond)
+	if !tr.Node("n1").Paused || !tr.AllStale() {
+		t.Fatal("feed silent for 3 intervals not stale")
+	}
+	// The collector vanishes: its nodes get a fresh grace period.
+	src.set(map[string]*collectorv1.CollectorInfo{})
+	poll(t, "collector removal", func() bool { return tr.Node("n1").Epoch == 1 })
+	if n := tr.Node("n1"); n.Collector != "" || n.Paused {
+		t.Fatalf("after removal: %+v", n)
+	}
+	if tr.AllStale() {
+		t.Fatal("no feeds followed must not count as all stale")
+	}
+}
