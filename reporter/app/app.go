@@ -270,6 +270,9 @@ func newFlagSet(cfg *Config, w io.Writer) *flag.FlagSet {
 // Main parses args (flags and NODEPULSE_* environment) and runs the
 // reporter, or the fleet simulator for "simulate ...".
 func Main(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "simulate" {
+		return simulateMain(ctx, args[1:])
+	}
 	cfg := DefaultConfig()
 	fs := newFlagSet(&cfg, os.Stderr)
 	if err := flagenv.Parse(fs, EnvPrefix, synopsis, args, nil); err != nil {

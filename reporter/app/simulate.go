@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nodepulse/nodepulse/reporter/internal/simulate"
+	"github.com/nodepulse/nodepulse/services/admin"
+	"github.com/nodepulse/nodepulse/services/flagenv"
+	"github.com/nodepulse/nodepulse/services/logging"
+	"github.com/nodepulse/nodepulse/services/run"
+)
+
+const simulateSynopsis = `reporter simulate: a fleet of virtual nodes in one process.
+
+Usage:
+  reporter simulate --nodes 10000 --collector.addresses host:9090 --collector.insecure
+
+Each virtual node registers on its own Report stream (multiplexed over
+--connections gRPC connections), renews its lease every
+--node-lease-duration-seconds/4 with jitter and reports a realistic status
+(varied machine shapes, zones, a few nodes under disk pressure) built with the
+reporter's real status setters.
+
+Faults (--faults "at 30s stop 10; at 1m partition 5% for 2m", --fault-file, or
+POST lines to --control.listen-address/faults):
+  [at <offset>] stop <K|fraction|name>                       crash nodes (no Leaving)
+  [at <offset>] start <K|fraction|name|all>                  bring stopped nodes back
+  [at <offset>] flap <K|fraction|name> every <d> [for <d>]   alternate stop/start
+  [at <offset>] memory-pressure <K|fraction|name> [for <d>]  report MemoryPressure=True
+  [at <offset>] partition <K|fraction|name> [for <d>]        stop sending, keep streams open
+GET /stats on the control address shows node counts by state.`
+
+// SimulateConfig configures "reporter simulate".
+type SimulateConfig struct {
+	Sim            simulate.Config
+	FaultScript    string
+	FaultFile      string
+	ControlAddress string
+	Admin          admin.Config
+	Log            logging.Config
+
+	leaseSeconds int
+}
+
+// RegisterFlags adds the simulator's flags.
+func (c *SimulateConfig) RegisterFlags(fs *flag.FlagSet) {
+	d := simulate.DefaultConfig()
+	s := &c.Sim
+	fs.IntVar(&s.Nodes, "nodes", d.Nodes, "number of virtual nodes")
+	fs.IntVar(&s.Connections, "connections", 0, "gRPC connections to multiplex streams over (0: min(nodes/100, 1000))")
+	fs.StringVar(&s.NamePrefix, "name-prefix", d.NamePrefix, "node names are <prefix><index>")
+	fs.Float64Var(&s.RampRate, "ramp-rate", d.RampRate, "registrations started per second (0: all at once)")
+	fs.IntVar(&c.leaseSeconds, "node-lease-duration-seconds", int(d.LeaseDurationSeconds), "lease duration; renewals every quarter of it")
+	fs.DurationVar(&s.StatusReportFrequency, "node-status-report-frequency", d.StatusReportFrequency, "how often an unchanged status is re-sent")
+	fs.IntVar(&s.Zones, "zones", d.Zones, "spread nodes over this many zones (topology.kubernetes.io/zone)")
+	fs.StringVar(&s.Region, "region", d.Region, "region label of every node")
+	fs.IntVar(&s.DiskPressureEvery, "disk-pressure-every", d.DiskPressureEvery, "one node in this many reports DiskPressure=True (0: none)")
+	fs.BoolVar(&s.LeaveOnExit, "leave-on-exit", d.LeaveOnExit, "send Leaving on every stream when the simulation stops")
+	fs.StringVar(&c.FaultScript, "faults", "", "fault script, lines separated by ';' (see above)")
+	fs.StringVar(&c.FaultFile, "fault-file", "", "file with one fault per line")
+	fs.StringVar(&c.ControlAddress, "control.listen-address", "", "HTTP address of the control API (POST /faults, GET /stats); empty disables it")
+	s.Collector = DefaultConfig().Collector
+	s.Collector.RegisterFlags(fs, "collector", s.Collector.Addresses, "collector addresses")
+	c.Admin.RegisterFlags(fs, fmt.Sprintf(":%d", admin.ReporterAdmin))
+	c.Log.RegisterFlags(fs)
+}
+
+// simulateMain is "reporter simulate ...".
+func simulateMain(ctx context.Context, args []string) error {
+	var cfg SimulateConfig
+	fs := flag.NewFlagSet("reporter simulate", flag.ContinueOnError)
+	cfg.RegisterFlags(fs)
+	if err := flagenv.Parse(fs, EnvPrefix+"_SIM", simulateSynopsis, args, nil); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	cfg.Sim.LeaseDurationSeconds = int32(cfg.leaseSeconds)
+	lg, err := logging.New(cfg.Log, "reporter-simulate")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = lg.Sync() }()
+	logging.RedirectGRPC(lg)
+	return RunSimulation(ctx, cfg, lg)
+}
+
+// RunSimulation runs a simulation until ctx is done.
+func RunSimulation(ctx context.Context, cfg SimulateConfig, lg *zap.Logger) error {
+	script := cfg.FaultScript
+	if cfg.FaultFile != "" {
+		b, err := os.ReadFile(cfg.FaultFile)
+		if err != nil {
+			return fmt.Errorf("--fault-file: %w", err)
+		}
+		script += "\n" + string(b)
+	}
+	faults, err := simulate.ParseScript(script)
+	if err != nil {
+		return err
+	}
+	cfg.Sim.Faults = faults
+	if cfg.Sim.Collector.TLS.Insecure {
+		lg.Warn("collector connections are PLAINTEXT (--collector.insecure): development only")
+	} else if cfg.Sim.Collector.TLS.CertFile != "" {
+		lg.Warn("all virtual nodes present the same client certificate; a collector that checks the certificate's node name against node_name will refuse them")
+	}
+	reg := admin.NewRegistry()
+	sim, err := simulate.New(cfg.Sim, lg, simulate.NewMetrics(reg))
+	if err != nil {
+		return err
+	}
+	ad, err := admin.New(cfg.Admin, lg, reg)
+	if err != nil {
+		return err
+	}
+	var g run.Group
+	g.Add("simulation", run.Func(sim.Run))
+	if ad != nil {
+		g.Add("admin", run.Func(ad.Run))
+	}
+	if cfg.ControlAddress != "" {
+		ln, err := net.Listen("tcp", cfg.ControlAddress)
+		if err != nil {
+			return fmt.Errorf("control listen on %s: %w", cfg.ControlAddress, err)
+		}
+		g.Add("control", run.Func(func(ctx context.Context) error { return sim.ServeControl(ctx, ln) }))
+	}
+	// Leaving goes out on every stream at shutdown; give it time at scale.
+	return g.Run(ctx, 30*time.Second)
+}

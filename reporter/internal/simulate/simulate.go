@@ -1,0 +1,703 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
+// Package simulate runs a fleet of virtual nodes in one process, each with
+// its own Report stream, to load-test collectors and monitors with the exact
+// protocol real reporters speak.
+//
+// Scale design (goal: 100,000 nodes on ≤1 core): streams are multiplexed
+// over a few gRPC connections (the process is capped at ~20k file
+// descriptors), and per-node timers are not goroutines. Each connection has
+// one scheduler goroutine owning a min-heap of due lease renewals and status
+// reports for its nodes and doing every Send on their streams; each node has
+// only the goroutine that gRPC forces on us, blocked in Recv to read acks and
+// commands. Per-node state is a small struct in one slice; statuses are
+// rebuilt from it with the real setters when needed instead of being kept.
+//
+// Ownership: node.stream, seq, due times and status bookkeeping belong to
+// the node's scheduler; flags and the lease-ack fields are atomics shared
+// with the node's receive goroutine and the fault engine; cancel is guarded
+// by the connection's mutex.
+package simulate
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/reporter/internal/heartbeat"
+	"github.com/nodepulse/nodepulse/reporter/internal/probe"
+	"github.com/nodepulse/nodepulse/reporter/internal/setters"
+	"github.com/nodepulse/nodepulse/services/grpcclient"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
+	"github.com/nodepulse/nodepulse/services/version"
+)
+
+// Config of a simulation.
+type Config struct {
+	// Nodes is the number of virtual nodes.
+	Nodes int
+	// Connections to multiplex streams over; 0 = min(max(Nodes/100,1), 1000).
+	Connections int
+	// NamePrefix: node i is <prefix><i, zero-padded>.
+	NamePrefix string
+	// RampRate bounds registrations started per second (0 = unlimited).
+	RampRate float64
+	// LeaseDurationSeconds as for a real reporter; renewals every quarter.
+	LeaseDurationSeconds int32
+	// StatusReportFrequency: unchanged statuses are re-sent this often.
+	StatusReportFrequency time.Duration
+	// Zones and Region spread nodes over topology labels.
+	Zones  int
+	Region string
+	// DiskPressureEvery: one node in this many reports DiskPressure=True
+	// from the start (0 = none), so dashboards show some variety.
+	DiskPressureEvery int
+	// LeaveOnExit sends Leaving on every stream at shutdown.
+	LeaveOnExit bool
+	// Collector is how to reach the collectors.
+	Collector grpcclient.Config
+	// Faults is a fault script (see ParseScript).
+	Faults []Fault
+}
+
+// DefaultConfig returns sensible defaults.
+func DefaultConfig() Config {
+	return Config{
+		Nodes: 1000, NamePrefix: "sim-", RampRate: 5000, LeaseDurationSeconds: 40,
+		StatusReportFrequency: 5 * time.Minute, Zones: 3, Region: "sim", DiskPressureEvery: 500, LeaveOnExit: true,
+	}
+}
+
+// node flags.
+const (
+	flagRunning     = 1 << iota // a receive goroutine exists
+	flagStopped                 // stopped by a fault; do not reconnect
+	flagPartitioned             // send nothing, keep the stream
+	flagMemPressure             // report MemoryPressure=True
+	flagConnected               // registered stream open
+)
+
+// vnode is one virtual node. Keep it small: there may be 100,000.
+type vnode struct {
+	flags       atomic.Uint32
+	leaseSeq    atomic.Uint64
+	leaseSentAt atomic.Int64
+	minLeaseMs  atomic.Uint32
+
+	// Scheduler-owned.
+	stream     grpc.BidiStreamingClient[collectorv1.ReportRequest, collectorv1.ReportResponse]
+	gen        uint32
+	seq        uint64
+	leaseDue   int64
+	statusDue  int64
+	regTime    int64
+	memSince   int64
+	memSent    bool
+	sentStatus bool
+
+	// Guarded by conn.mu.
+	cancel context.CancelFunc
+	// Owned by the receive goroutine.
+	myGen uint32
+}
+
+// Simulator is a running fleet.
+type Simulator struct {
+	cfg     Config
+	lg      *zap.Logger
+	m       *Metrics
+	nodes   []vnode
+	conns   []*conn
+	width   int
+	setCfg  setters.Config
+	renew   time.Duration
+	started atomic.Int64
+	// stopping: the simulation is ending; nodes must not reconnect.
+	stopping atomic.Bool
+
+	streamCtx context.Context
+	wg        sync.WaitGroup
+}
+
+// New dials the connections (lazily) and prepares the nodes.
+func New(cfg Config, lg *zap.Logger, m *Metrics) (*Simulator, error) {
+	if cfg.Nodes <= 0 {
+		return nil, fmt.Errorf("--nodes must be > 0, got %d", cfg.Nodes)
+	}
+	if cfg.LeaseDurationSeconds <= 0 {
+		return nil, fmt.Errorf("--node-lease-duration-seconds must be > 0, got %d", cfg.LeaseDurationSeconds)
+	}
+	if cfg.StatusReportFrequency <= 0 {
+		return nil, fmt.Errorf("--node-status-report-frequency must be > 0, got %s", cfg.StatusReportFrequency)
+	}
+	if cfg.Connections <= 0 {
+		cfg.Connections = min(max(cfg.Nodes/100, 1), 1000)
+	}
+	cfg.Connections = min(cfg.Connections, cfg.Nodes)
+	if cfg.Zones <= 0 {
+		cfg.Zones = 1
+	}
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	th, _ := setters.ParseThresholds(setters.DefaultEvictionHard)
+	s := &Simulator{cfg: cfg, lg: lg.Named("simulate"), m: m, nodes: make([]vnode, cfg.Nodes),
+		width: len(fmt.Sprint(cfg.Nodes - 1)), renew: time.Duration(cfg.LeaseDurationSeconds) * time.Second / 4,
+		setCfg: setters.Config{MaxPods: 110, EvictionHard: th, ReporterVersion: version.String() + "-sim", LocalStorageIsolation: true}}
+	for i := range cfg.Connections {
+		cc, err := grpcclient.Dial(cfg.Collector, nil)
+		if err != nil {
+			s.closeConns()
+			return nil, fmt.Errorf("connection %d: %w", i, err)
+		}
+		s.conns = append(s.conns, &conn{sim: s, idx: i, cc: cc, client: collectorv1.NewCollectorServiceClient(cc),
+			inbox: make(chan event, 4096)})
+	}
+	s.started.Store(time.Now().UnixNano())
+	m.nodes.Set(float64(cfg.Nodes))
+	return s, nil
+}
+
+func (s *Simulator) closeConns() {
+	for _, c := range s.conns {
+		c.cc.Close()
+	}
+}
+
+// Name of node i.
+func (s *Simulator) Name(i int) string { return fmt.Sprintf("%s%0*d", s.cfg.NamePrefix, s.width, i) }
+
+func (s *Simulator) connOf(i int) *conn { return s.conns[i%len(s.conns)] }
+
+// Run starts the fleet (at the ramp rate) and the fault script, and runs
+// until ctx is done.
+func (s *Simulator) Run(ctx context.Context) error {
+	defer s.closeConns()
+	// Streams live on their own context so that shutdown can still send
+	// Leaving on them after ctx is cancelled.
+	streamCtx, cancelStreams := context.WithCancel(context.WithoutCancel(ctx))
+	s.streamCtx = streamCtx
+	var sched sync.WaitGroup
+	for _, c := range s.conns {
+		sched.Add(1)
+		go func() { defer sched.Done(); c.schedule(ctx) }()
+	}
+	go s.ramp(ctx)
+	go s.runFaults(ctx, s.cfg.Faults)
+	s.lg.Info("simulation started", zap.Int("nodes", s.cfg.Nodes), zap.Int("connections", len(s.conns)),
+		zap.Float64("ramp_rate", s.cfg.RampRate))
+	<-ctx.Done()
+	s.stopping.Store(true)
+	sched.Wait() // schedulers sent Leaving and half-closed the streams
+	// Let collectors read Leaving and end the streams themselves: cutting
+	// them now would reset them with the Leaving still in flight.
+	drained := make(chan struct{})
+	go func() { s.wg.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(5 * time.Second):
+	}
+	cancelStreams()
+	<-drained
+	return nil
+}
+
+// ramp starts node goroutines at cfg.RampRate per second, in 10ms slices so
+// the rate is smooth rather than one burst per second.
+func (s *Simulator) ramp(ctx context.Context) {
+	start := time.Now()
+	for i := range s.nodes {
+		if s.cfg.RampRate > 0 {
+			due := start.Add(time.Duration(float64(i) / s.cfg.RampRate * float64(time.Second)))
+			if d := time.Until(due); d > 10*time.Millisecond {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(d):
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		s.startNode(i)
+	}
+	s.lg.Info("all nodes started", zap.Duration("took", time.Since(start)))
+}
+
+// startNode launches node i's receive goroutine unless it runs already.
+func (s *Simulator) startNode(i int) {
+	n := &s.nodes[i]
+	// Clear "stopped" first: a receive goroutine that is just exiting checks
+	// it again after dropping "running" and restarts the node (see runNode).
+	setFlag(&n.flags, flagStopped, false)
+	for {
+		f := n.flags.Load()
+		if f&flagRunning != 0 {
+			return
+		}
+		if n.flags.CompareAndSwap(f, f|flagRunning) {
+			break
+		}
+	}
+	s.wg.Add(1)
+	go s.runNode(i)
+}
+
+// stopNode abruptly ends node i's stream (a crashed machine: no Leaving).
+func (s *Simulator) stopNode(i int) {
+	n := &s.nodes[i]
+	setFlag(&n.flags, flagStopped, true)
+	c := s.connOf(i)
+	c.mu.Lock()
+	if n.cancel != nil {
+		n.cancel()
+	}
+	c.mu.Unlock()
+}
+
+func setFlag(f *atomic.Uint32, bit uint32, on bool) {
+	if on {
+		f.Or(bit)
+	} else {
+		f.And(^bit)
+	}
+}
+
+// runNode is node i's receive goroutine: open a stream, register, hand the
+// stream to the scheduler, read acks and commands; reconnect with backoff
+// when the stream breaks, unless the node was stopped.
+func (s *Simulator) runNode(i int) {
+	defer s.wg.Done()
+	n := &s.nodes[i]
+	c := s.connOf(i)
+	defer func() {
+		setFlag(&n.flags, flagRunning, false)
+		// A start that raced with this goroutine's exit found it still
+		// running and left it to us.
+		if n.flags.Load()&flagStopped == 0 && s.streamCtx.Err() == nil && !s.stopping.Load() {
+			s.startNode(i)
+		}
+	}()
+	backoff := heartbeat.BackoffInitial
+	for {
+		if n.flags.Load()&flagStopped != 0 || s.streamCtx.Err() != nil {
+			return
+		}
+		registered, reconnectNow := s.session(i, n, c)
+		if registered {
+			backoff = heartbeat.BackoffInitial
+		}
+		if n.flags.Load()&flagStopped != 0 || s.streamCtx.Err() != nil || s.stopping.Load() {
+			return
+		}
+		if reconnectNow {
+			continue
+		}
+		s.m.streamErrors.Inc()
+		select {
+		case <-s.streamCtx.Done():
+			return
+		case <-time.After(heartbeat.Jittered(backoff)):
+		}
+		backoff = min(2*backoff, heartbeat.BackoffMax)
+	}
+}
+
+func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow bool) {
+	ctx, cancel := context.WithCancel(s.streamCtx)
+	defer cancel()
+	c.mu.Lock()
+	n.cancel = cancel
+	c.mu.Unlock()
+	if n.flags.Load()&flagStopped != 0 {
+		return false, false
+	}
+	stream, err := c.client.Report(ctx)
+	if err != nil {
+		return false, false
+	}
+	start := time.Now()
+	if err := stream.Send(&collectorv1.ReportRequest{Seq: 1, Message: &collectorv1.ReportRequest_Register{Register: s.register(i)}}); err != nil {
+		return false, false
+	}
+	resp, err := stream.Recv()
+	if err != nil || resp.GetAck().GetSeq() != 1 || resp.GetAck().GetError() != nil {
+		return false, false
+	}
+	s.m.registrations.Inc()
+	s.m.registerLatency.Observe(time.Since(start).Seconds())
+	n.myGen++
+	gen := n.myGen
+	setFlag(&n.flags, flagConnected, true)
+	s.m.connected.Add(1)
+	c.post(event{kind: evRegistered, node: int32(i), gen: gen, stream: stream})
+	defer func() {
+		setFlag(&n.flags, flagConnected, false)
+		s.m.connected.Add(-1)
+		c.post(event{kind: evDetached, node: int32(i), gen: gen})
+	}()
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return true, false
+		}
+		switch m := resp.GetMessage().(type) {
+		case *collectorv1.ReportResponse_Ack:
+			a := m.Ack
+			if a.GetSeq() == n.leaseSeq.Load() {
+				s.m.ackLatency.Observe(time.Duration(time.Now().UnixNano() - n.leaseSentAt.Load()).Seconds())
+			}
+			if a.GetError() != nil {
+				s.m.ackErrors.Inc()
+			}
+			if ra := a.GetRetryAfter(); ra != nil {
+				c.post(event{kind: evRetry, node: int32(i), gen: gen, after: ra.AsDuration()})
+			}
+		case *collectorv1.ReportResponse_Command:
+			switch x := m.Command.GetCommand().(type) {
+			case *collectorv1.Command_ReportStatus:
+				c.post(event{kind: evStatusNow, node: int32(i), gen: gen})
+			case *collectorv1.Command_SlowDown:
+				n.minLeaseMs.Store(uint32(min(x.SlowDown.GetMinLeaseInterval().AsDuration().Milliseconds(), 1<<31)))
+			case *collectorv1.Command_Reconnect:
+				if w := x.Reconnect.GetWithin().AsDuration(); w > 0 {
+					select {
+					case <-time.After(rand.N(w)):
+					case <-ctx.Done():
+					}
+				}
+				return true, true
+			}
+		}
+	}
+}
+
+func (s *Simulator) register(i int) *collectorv1.Register {
+	name := s.Name(i)
+	return &collectorv1.Register{
+		NodeName: name,
+		Labels: map[string]string{
+			nodemodel.LabelHostname:     name,
+			nodemodel.LabelOS:           runtime.GOOS,
+			nodemodel.LabelArch:         runtime.GOARCH,
+			nodemodel.LabelZone:         fmt.Sprintf("%s-%c", s.cfg.Region, 'a'+rune(i%s.cfg.Zones%26)),
+			nodemodel.LabelRegion:       s.cfg.Region,
+			nodemodel.LabelInstanceType: shapes[s.shape(i)].name,
+			"nodepulse.io/simulated":    "true",
+		},
+		ReporterVersion: version.String() + "-sim",
+		ReporterId:      fmt.Sprintf("sim-%d", s.started.Load()),
+	}
+}
+
+// shapes are the machine sizes the fleet is made of.
+var shapes = []struct {
+	name string
+	cpu  int
+	mem  int64
+	disk int64
+}{
+	{"sim.small", 2, 4 << 30, 50 << 30},
+	{"sim.medium", 4, 16 << 30, 100 << 30},
+	{"sim.large", 8, 32 << 30, 200 << 30},
+	{"sim.xlarge", 16, 64 << 30, 400 << 30},
+	{"sim.metal", 64, 256 << 30, 1600 << 30},
+}
+
+func (s *Simulator) hash(i int) uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	for k := range b {
+		b[k] = byte(i >> (8 * k))
+	}
+	h.Write(b[:])
+	return h.Sum64()
+}
+
+func (s *Simulator) shape(i int) int { return int(s.hash(i) % uint64(len(shapes))) }
+
+// status builds node i's status with the real setters from a synthetic host
+// derived from i, and the compact condition state kept in the node.
+func (s *Simulator) status(i int, n *vnode, now time.Time) *nodev1.NodeStatus {
+	h := s.hash(i)
+	sh := shapes[s.shape(i)]
+	diskPressure := s.cfg.DiskPressureEvery > 0 && i%s.cfg.DiskPressureEvery == s.cfg.DiskPressureEvery-1
+	mem := n.flags.Load()&flagMemPressure != 0
+	snap := &probe.Snapshot{
+		NumCPU: sh.cpu, MemTotalBytes: sh.mem, MemAvailableBytes: sh.mem / 2,
+		NodeFS: probe.FS{CapacityBytes: sh.disk, AvailableBytes: sh.disk / 2, Inodes: 1 << 20, InodesFree: 1 << 19},
+		PIDMax: 4194304, Processes: int64(200 + h%300),
+		KernelVersion: "6.8.0-sim", OSImage: "nodepulse simulated Linux",
+		MachineID: fmt.Sprintf("%032x", h), SystemUUID: fmt.Sprintf("%016x-sim", h), BootID: fmt.Sprintf("boot-%x-%d", h, s.started.Load()),
+	}
+	ip := net.IPv4(10, byte(i>>16), byte(i>>8), byte(i))
+	cfg := s.setCfg
+	cfg.NodeName = s.Name(i)
+	reg := nodemodel.Timestamp(time.Unix(0, n.regTime))
+	memStatus, memSince := nodemodel.False, reg
+	if n.memSent {
+		memStatus = nodemodel.True
+	}
+	if n.memSince != 0 {
+		memSince = nodemodel.Timestamp(time.Unix(0, n.memSince))
+	}
+	diskStatus := nodemodel.False
+	if diskPressure {
+		diskStatus = nodemodel.True
+	}
+	old := &nodev1.NodeStatus{Conditions: []*nodev1.NodeCondition{
+		{Type: nodemodel.MemoryPressure, Status: memStatus, LastTransitionTime: memSince},
+		{Type: nodemodel.DiskPressure, Status: diskStatus, LastTransitionTime: reg},
+		{Type: nodemodel.PIDPressure, Status: nodemodel.False, LastTransitionTime: reg},
+		{Type: nodemodel.Ready, Status: nodemodel.True, LastTransitionTime: reg},
+	}}
+	if !n.sentStatus {
+		old = nil // first status of a stream: fresh node semantics
+	}
+	res := setters.Apply(now, &cfg, setters.Inputs{Host: snap, NodeIP: ip,
+		Pressure: setters.PressureFlags{Memory: mem, Disk: diskPressure}}, old)
+	if mem != n.memSent || !n.sentStatus {
+		n.memSince = now.UnixNano()
+	}
+	n.memSent = mem
+	return res.Status
+}
+
+// Stats is a snapshot of the fleet.
+type Stats struct {
+	Nodes, Connected, Stopped, Partitioned, MemPressure int
+}
+
+// Stats counts node states.
+func (s *Simulator) Stats() Stats {
+	st := Stats{Nodes: len(s.nodes)}
+	for i := range s.nodes {
+		f := s.nodes[i].flags.Load()
+		if f&flagConnected != 0 {
+			st.Connected++
+		}
+		if f&flagStopped != 0 {
+			st.Stopped++
+		}
+		if f&flagPartitioned != 0 {
+			st.Partitioned++
+		}
+		if f&flagMemPressure != 0 {
+			st.MemPressure++
+		}
+	}
+	return st
+}
+
+// event kinds for a connection's scheduler.
+const (
+	evRegistered = iota
+	evDetached
+	evStatusNow
+	evRetry
+)
+
+type event struct {
+	kind   uint8
+	node   int32
+	gen    uint32
+	after  time.Duration
+	stream grpc.BidiStreamingClient[collectorv1.ReportRequest, collectorv1.ReportResponse]
+}
+
+// item is a due action in a scheduler's heap.
+type item struct {
+	due  int64
+	node int32
+	kind uint8 // 0 lease, 1 status
+}
+
+type itemHeap []item
+
+func (h itemHeap) Len() int           { return len(h) }
+func (h itemHeap) Less(i, j int) bool { return h[i].due < h[j].due }
+func (h itemHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *itemHeap) Push(x any)        { *h = append(*h, x.(item)) }
+func (h *itemHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// conn is one gRPC connection and the scheduler of its nodes.
+type conn struct {
+	sim    *Simulator
+	idx    int
+	cc     *grpc.ClientConn
+	client collectorv1.CollectorServiceClient
+	inbox  chan event
+	mu     sync.Mutex
+	heap   itemHeap
+}
+
+func (c *conn) post(e event) {
+	select {
+	case c.inbox <- e:
+	case <-c.sim.streamCtx.Done():
+	}
+}
+
+// schedule is the connection's only sender: it renews leases and reports
+// statuses of its nodes when due, in one goroutine with one timer.
+func (c *conn) schedule(ctx context.Context) {
+	s := c.sim
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if len(c.heap) > 0 {
+			timer.Reset(time.Duration(c.heap[0].due - time.Now().UnixNano()))
+		}
+		select {
+		case <-ctx.Done():
+			c.leaveAll()
+			return
+		case e := <-c.inbox:
+			c.handle(e)
+		case <-timer.C:
+		}
+		now := time.Now()
+		nowNs := now.UnixNano()
+		for len(c.heap) > 0 && c.heap[0].due <= nowNs {
+			it := heap.Pop(&c.heap).(item)
+			n := &s.nodes[it.node]
+			if n.stream == nil {
+				continue
+			}
+			switch it.kind {
+			case 0:
+				if it.due != n.leaseDue {
+					continue
+				}
+				c.lease(int(it.node), n, now)
+			case 1:
+				if it.due != n.statusDue {
+					continue
+				}
+				c.sendStatus(int(it.node), n, now)
+			}
+		}
+	}
+}
+
+func (c *conn) handle(e event) {
+	s := c.sim
+	n := &s.nodes[e.node]
+	now := time.Now()
+	switch e.kind {
+	case evRegistered:
+		n.stream, n.gen, n.seq = e.stream, e.gen, 1
+		n.sentStatus = false
+		n.regTime = now.UnixNano()
+		n.memSince = 0
+		// As a real reporter: renew and send a full status at once.
+		c.lease(int(e.node), n, now)
+		c.sendStatus(int(e.node), n, now)
+	case evDetached:
+		if n.gen == e.gen {
+			n.stream = nil
+			n.leaseDue, n.statusDue = 0, 0
+		}
+	case evStatusNow:
+		if n.stream != nil && (e.gen == 0 || e.gen == n.gen) {
+			c.sendStatus(int(e.node), n, now)
+		}
+	case evRetry:
+		if n.stream != nil && e.gen == n.gen {
+			n.statusDue = now.Add(e.after).UnixNano()
+			heap.Push(&c.heap, item{due: n.statusDue, node: e.node, kind: 1})
+		}
+	}
+}
+
+func (c *conn) send(n *vnode, req *collectorv1.ReportRequest) bool {
+	if n.flags.Load()&flagPartitioned != 0 {
+		return false
+	}
+	n.seq++
+	req.Seq = n.seq
+	// A failed Send means the stream broke; the receive goroutine sees it
+	// too and reconnects.
+	return n.stream.Send(req) == nil
+}
+
+func (c *conn) lease(i int, n *vnode, now time.Time) {
+	s := c.sim
+	req := &collectorv1.ReportRequest{Message: &collectorv1.ReportRequest_Lease{Lease: &collectorv1.LeaseRenewal{
+		RenewTime: timestamppb.New(now), LeaseDurationSeconds: s.cfg.LeaseDurationSeconds}}}
+	n.leaseSentAt.Store(now.UnixNano())
+	if c.send(n, req) {
+		n.leaseSeq.Store(n.seq)
+		s.m.renewals.Inc()
+	}
+	interval := max(s.renew, time.Duration(n.minLeaseMs.Load())*time.Millisecond)
+	n.leaseDue = now.Add(interval + time.Duration(rand.Float64()*heartbeat.JitterFactor*float64(interval))).UnixNano()
+	heap.Push(&c.heap, item{due: n.leaseDue, node: int32(i), kind: 0})
+}
+
+func (c *conn) sendStatus(i int, n *vnode, now time.Time) {
+	s := c.sim
+	changed := !n.sentStatus || n.memSent != (n.flags.Load()&flagMemPressure != 0)
+	st := s.status(i, n, now)
+	if c.send(n, &collectorv1.ReportRequest{Message: &collectorv1.ReportRequest_Status{Status: &collectorv1.StatusReport{Status: st}}}) {
+		s.m.statuses.Inc()
+	}
+	n.sentStatus = true
+	freq := s.cfg.StatusReportFrequency
+	if changed {
+		// Same ±50% jitter after a change or (re)registration as the real
+		// reporter (spec §4.3).
+		freq += time.Duration((rand.Float64() - 0.5) * float64(freq))
+	}
+	n.statusDue = now.Add(freq).UnixNano()
+	heap.Push(&c.heap, item{due: n.statusDue, node: int32(i), kind: 1})
+}
+
+// leaveAll says Leaving on every stream of this connection.
+func (c *conn) leaveAll() {
+	s := c.sim
+	for {
+		select {
+		case e := <-c.inbox:
+			c.handle(e)
+			continue
+		default:
+		}
+		break
+	}
+	if !s.cfg.LeaveOnExit {
+		return
+	}
+	for i := c.idx; i < len(s.nodes); i += len(s.conns) {
+		n := &s.nodes[i]
+		if n.stream == nil {
+			continue
+		}
+		c.send(n, &collectorv1.ReportRequest{Message: &collectorv1.ReportRequest_Leaving{Leaving: &collectorv1.Leaving{Reason: "simulation ending"}}})
+		_ = n.stream.CloseSend()
+	}
+}
+
+// ErrNoCandidates is returned by a fault that found no node to act on.
+var ErrNoCandidates = errors.New("no node matches")

@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
+package simulate
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nodepulse/nodepulse/reporter/internal/collectortest"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
+)
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func simConfig(addr string, nodes int) Config {
+	cfg := DefaultConfig()
+	cfg.Nodes = nodes
+	cfg.RampRate = 0
+	cfg.LeaseDurationSeconds = 4 // renew every second
+	cfg.DiskPressureEvery = 50
+	cfg.Collector.Addresses = addr
+	cfg.Collector.TLS.Insecure = true
+	cfg.Collector.KeepaliveTime = 10 * time.Second
+	cfg.Collector.KeepaliveTimeout = 5 * time.Second
+	return cfg
+}
+
+func TestFleetAgainstFakeCollector(t *testing.T) {
+	col := collectortest.Start(t, "A")
+	cfg := simConfig(col.Addr(), 300)
+	cfg.Faults, _ = ParseScript("memory-pressure sim-007")
+	sim, err := New(cfg, zap.NewNop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sim.conns) != 3 {
+		t.Errorf("%d connections for 300 nodes, want 3", len(sim.conns))
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- sim.Run(ctx) }()
+
+	waitFor(t, "300 nodes registered with leases and a status", func() bool {
+		nodes := col.Nodes()
+		if len(nodes) != 300 {
+			return false
+		}
+		for _, n := range nodes {
+			if n.Leases < 2 || n.Statuses < 1 || !n.Connected {
+				return false
+			}
+		}
+		return true
+	})
+	// Variety: zones, shapes, some disk pressure, the memory-pressure fault.
+	zones, cpus, disk := map[string]bool{}, map[string]bool{}, 0
+	for name, n := range col.Nodes() {
+		zones[n.Register.GetLabels()[nodemodel.LabelZone]] = true
+		full, _ := col.Node(name)
+		st := full.LastStatus
+		cpus[st.GetCapacity()["cpu"]] = true
+		if nodemodel.ConditionStatus(st.GetConditions(), nodemodel.DiskPressure) == nodemodel.True {
+			disk++
+		}
+		if rd := nodemodel.FindCondition(st.GetConditions(), nodemodel.Ready); rd.GetStatus() != nodemodel.True || st.GetConditions()[3] != rd {
+			t.Fatalf("%s: Ready %v not True/last", name, rd)
+		}
+	}
+	if len(zones) != 3 || len(cpus) < 3 || disk != 6 {
+		t.Errorf("zones %v, cpu shapes %v, disk-pressure nodes %d (want 3 zones, ≥3 shapes, 6)", zones, cpus, disk)
+	}
+	waitFor(t, "memory pressure on sim-007", func() bool {
+		n, _ := col.Node("sim-007")
+		return nodemodel.ConditionStatus(n.LastStatus.GetConditions(), nodemodel.MemoryPressure) == nodemodel.True
+	})
+
+	// Stop 10: their streams end; partition 10: streams stay, renewals stop.
+	if n, err := sim.Apply(ctx, Fault{Action: "stop", Target: "10", Line: "stop 10"}); err != nil || n != 10 {
+		t.Fatalf("stop: %d %v", n, err)
+	}
+	waitFor(t, "10 streams closed", func() bool { return col.Connected() == 290 })
+	if st := sim.Stats(); st.Stopped != 10 || st.Connected != 290 {
+		t.Errorf("stats %+v", st)
+	}
+	victim := ""
+	for i := range sim.nodes {
+		if sim.nodes[i].flags.Load()&flagStopped == 0 {
+			victim = sim.Name(i)
+			break
+		}
+	}
+	if n, err := sim.Apply(ctx, Fault{Action: "partition", Target: victim, Line: "partition " + victim}); err != nil || n != 1 {
+		t.Fatalf("partition: %d %v", n, err)
+	}
+	before, _ := col.Node(victim)
+	time.Sleep(3 * time.Second) // renewals are due every second
+	after, _ := col.Node(victim)
+	if after.Leases > before.Leases+1 || !after.Connected {
+		t.Errorf("partitioned node renewed %d→%d, connected %v", before.Leases, after.Leases, after.Connected)
+	}
+	// Start them again: they re-register.
+	if _, err := sim.Apply(ctx, Fault{Action: "start", Target: "all", Line: "start all"}); err != nil {
+		t.Fatal(err)
+	}
+	// Back means registered again and a fresh full status sent.
+	waitFor(t, "stopped nodes back with a full status", func() bool {
+		back := 0
+		for _, n := range col.Nodes() {
+			if n.Connected && n.Statuses >= n.Registers {
+				back++
+			}
+		}
+		return back == 300
+	})
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "leaving from every connected node", func() bool {
+		left := 0
+		for _, n := range col.Nodes() {
+			left += n.Leaving
+		}
+		return left >= 299 // the partitioned node sends nothing, not even Leaving
+	})
+}
+
+func TestParseScript(t *testing.T) {
+	fs, err := ParseScript("at 30s stop 10; at 1m partition 5% for 2m\n# comment\nflap sim-3 every 20s for 2m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != 3 || fs[0].At != 30*time.Second || fs[1].For != 2*time.Minute || fs[2].Every != 20*time.Second || fs[2].Target != "sim-3" {
+		t.Errorf("%+v", fs)
+	}
+	for _, bad := range []string{"explode 3", "stop", "at soon stop 1", "flap 3", "stop 3 for"} {
+		if _, err := ParseScript(bad); err == nil || !strings.Contains(err.Error(), "fault") {
+			t.Errorf("%q: err %v", bad, err)
+		}
+	}
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkSimulatorRegister registers b.N virtual nodes against an
+// in-process fake collector and reports the cost per node: ns/op is wall
+// time per registration, heap-bytes/node the simulator's retained heap
+// (collector excluded as far as possible: the fake keeps only counters), and
+// steady-state CPU per renewal with renewals every second. The fake collector
+// shares the process, so CPU figures are an upper bound for the simulator.
+func BenchmarkSimulatorRegister(b *testing.B) {
+	col := collectortest.Start(b, "bench")
+	cfg := simConfig(col.Addr(), b.N)
+	cfg.LeaveOnExit = false
+	runtime.GC()
+	var m0 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	sim, err := New(cfg, zap.NewNop(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	b.ResetTimer()
+	start := time.Now()
+	go func() { done <- sim.Run(ctx) }()
+	waitFor(b, "all registered", func() bool { return sim.Stats().Connected == b.N })
+	regTime := time.Since(start)
+	b.StopTimer()
+	// Steady state: measure process CPU over a window of renewals.
+	time.Sleep(2 * time.Second)
+	msgs0, cpu0, t0 := col.Messages(), cpuTime(), time.Now()
+	time.Sleep(5 * time.Second)
+	msgs, cpu, wall := col.Messages()-msgs0, cpuTime()-cpu0, time.Since(t0)
+	runtime.GC()
+	var m1 runtime.MemStats
+	runtime.ReadMemStats(&m1)
+	b.ReportMetric(float64(b.N)/regTime.Seconds(), "registrations/s")
+	b.ReportMetric(float64(m1.HeapInuse+m1.StackInuse-m0.HeapInuse-m0.StackInuse)/float64(b.N), "bytes/node(sim+fake)")
+	if msgs > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(msgs), "cpu-ns/renewal(sim+fake)")
+		b.ReportMetric(float64(msgs)/wall.Seconds(), "renewals/s")
+	}
+	cancel()
+	<-done
+}
