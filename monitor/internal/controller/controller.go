@@ -200,12 +200,21 @@ func (c *Controller) lead(ctx context.Context, l nodestore.Leadership) error {
 	defer passT.Stop()
 	taintT := time.NewTicker(c.cfg.TaintPeriod)
 	defer taintT.Stop()
+	// Condition taints follow node updates at once (upstream: node workers
+	// on every add/update event), not only at the next health pass.
+	_, cursor := c.cache.Nodes()
 	for {
+		changed := c.cache.Changed()
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-l.Done():
 			return errLost
+		case <-changed:
+			var err error
+			if cursor, err = c.NodeUpdates(ctx, cursor); errors.Is(err, errLost) {
+				return err
+			}
 		case <-passT.C:
 			start := time.Now()
 			err := c.Pass(ctx)
@@ -386,6 +395,51 @@ func (c *Controller) Pass(ctx context.Context) error {
 		c.m.queueDepth.WithLabelValues(lifecycle.ZoneName(z)).Set(float64(q.Len()))
 	}
 	return firstErr
+}
+
+// NodeUpdates reconciles the NoSchedule condition taints of every node
+// changed after cursor and returns the new cursor. Exported for tests.
+func (c *Controller) NodeUpdates(ctx context.Context, cursor cache.Version) (cache.Version, error) {
+	changes, _, err := c.cache.ChangesAfter(cursor, 10000)
+	if err != nil {
+		// Fell behind the history: the next health pass covers every node.
+		_, v := c.cache.Nodes()
+		return v, nil
+	}
+	if len(changes) == 0 {
+		return cursor, nil
+	}
+	cursor = changes[len(changes)-1].Version
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.leading || c.paused != "" {
+		return cursor, nil
+	}
+	now := c.cfg.Now()
+	cacheRev := c.cache.Revision()
+	seen := map[string]bool{}
+	for _, ch := range changes {
+		name := ch.Node.GetMetadata().GetName()
+		if ch.Type == cache.Deleted || seen[name] {
+			continue
+		}
+		seen[name] = true
+		e, ok := c.cache.Entry(name)
+		if !ok {
+			continue
+		}
+		v := c.viewLocked(e, cacheRev)
+		h := cloneHealth(v.health, name)
+		desired := lifecycle.DesiredNoScheduleTaints(v.Node.GetStatus().GetConditions(), v.Meta.GetSpec().GetUnschedulable())
+		var changed bool
+		if h.Taints, changed = lifecycle.ReconcileNoSchedule(h.Taints, v.Meta.GetSpec().GetTaints(), desired); !changed {
+			continue
+		}
+		if err := c.writeHealthLocked(ctx, now, name, h, v.healthRev); errors.Is(err, errLost) {
+			return cursor, err
+		}
+	}
+	return cursor, nil
 }
 
 // judgeLocked applies the rules to one node and writes its health record

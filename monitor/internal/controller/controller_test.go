@@ -421,3 +421,41 @@ func TestMasterDisruptionStopsTainting(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+func TestConditionTaintsFollowNodeUpdatesAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		f := newFleet(t, ctx)
+		f.addNode("n1", "z1")
+		ctl := f.controller("a")
+		go func() { _ = ctl.Run(ctx) }()
+		settle(time.Minute)
+
+		// Cordon and report memory pressure; let no time pass, so no health
+		// pass runs: only the update path can add the taints.
+		o, err := f.store.Get(ctx, nodestore.Nodes, "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta := o.Value.(*nodev1.Node)
+		meta.Spec = &nodev1.NodeSpec{Unschedulable: true}
+		st, err := f.store.Get(ctx, nodestore.Statuses, "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := st.Value.(*nodev1.NodeStatus)
+		nodemodel.FindCondition(status.Conditions, nodemodel.MemoryPressure).Status = nodemodel.True
+		if _, err := f.store.Apply(ctx, nil, nodestore.Put(nodestore.Nodes, "n1", meta), nodestore.Put(nodestore.Statuses, "n1", status)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		for _, k := range []string{nodemodel.TaintUnschedulable, nodemodel.TaintMemoryPressure} {
+			if !f.hasTaint("n1", k, nodemodel.NoSchedule) {
+				t.Errorf("%s:NoSchedule missing right after the update: %v", k, f.node("n1").GetSpec().GetTaints())
+			}
+		}
+		cancel()
+		synctest.Wait()
+	})
+}
