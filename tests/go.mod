@@ -3,11 +3,13 @@ module github.com/nodepulse/nodepulse/tests
 go 1.26.0
 
 replace (
+	github.com/nodepulse/nodepulse/collector => ../collector
 	github.com/nodepulse/nodepulse/gen => ../gen
 	github.com/nodepulse/nodepulse/services => ../services
 )
 
 require (
+	github.com/nodepulse/nodepulse/collector v0.0.0-00010101000000-000000000000
 	github.com/nodepulse/nodepulse/gen v0.0.0-00010101000000-000000000000
 	github.com/nodepulse/nodepulse/monitor v0.0.0-00010101000000-000000000000
 	github.com/nodepulse/nodepulse/services v0.0.0-00010101000000-000000000000

@@ -16,11 +16,11 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
-	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/collector/internal/feed"
 	"github.com/nodepulse/nodepulse/collector/internal/live"
 	"github.com/nodepulse/nodepulse/collector/internal/persist"
+	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 	"github.com/nodepulse/nodepulse/services/nodestore/memstore"
 )
@@ -47,7 +47,7 @@ type harness struct {
 	fc     collectorv1.FeedServiceClient
 }
 
-func newHarness(t *testing.T, mod func(*Config, *persist.Config)) *harness {
+func newHarness(t testing.TB, mod func(*Config, *persist.Config)) *harness {
 	t.Helper()
 	h := &harness{mem: memstore.New(memstore.Config{})}
 	h.store = &countingStore{Store: h.mem}
@@ -132,7 +132,7 @@ func statusMsg(seq uint64, hb time.Time, ready string) *collectorv1.ReportReques
 }
 
 type client struct {
-	t *testing.T
+	t testing.TB
 	s collectorv1.CollectorService_ReportClient
 }
 
