@@ -230,9 +230,16 @@ func (a *App) cacheReady() error {
 	return nil
 }
 
+// judgementReady fails while the leader pauses judgement, and on any
+// replica while its etcd watch is silent: it would serve a stale fleet.
 func (a *App) judgementReady() error {
 	if r := a.ctl.Paused(); r != "" {
 		return errors.New("judgement paused: " + r)
+	}
+	if a.cache.Synced() {
+		if age := time.Since(a.cache.LastBatch()); age > a.cfg.WatchStaleAfter {
+			return fmt.Errorf("etcd watch silent for %s (bound %s): serving a stale view", age.Round(time.Millisecond), a.cfg.WatchStaleAfter)
+		}
 	}
 	return nil
 }

@@ -145,3 +145,24 @@ func TestMonitorWatchCutLongerThanGrace(t *testing.T) {
 		}
 	}
 }
+
+// TestMonitorQuietEtcdIsNotStale: with nothing written to etcd, progress
+// notifications alone must keep the watch fresh, or an idle fleet would
+// pause judgement for no reason.
+func TestMonitorQuietEtcdIsNotStale(t *testing.T) {
+	c := etcdtest.Start(t)
+	store := etcdtest.NewStore(t, c)
+	m := startMonitor(t, c, store.Prefix(), "monitor-q")
+	waitFor(t, 30*time.Second, "the monitor to lead", m.app.Leading)
+	start := m.passes(t)
+	// Several watch-staleness bounds (2s) of passes without a single write.
+	waitFor(t, time.Minute, "passes over 3 staleness bounds", func() bool {
+		return m.passes(t)-start > float64(3*2*time.Second/monPeriod)
+	})
+	if err := m.app.Ready(); err != nil {
+		t.Fatalf("quiet etcd made the monitor pause: %v", err)
+	}
+	if p := m.metric(t, "nodepulse_monitor_judgement_paused"); p != 0 {
+		t.Fatalf("judgement_paused = %v", p)
+	}
+}
