@@ -187,8 +187,8 @@ func (s *Server) messages(evs []live.Event, snapshot bool, now time.Time) []*col
 
 // WatchLiveness implements FeedService.
 func (s *Server) WatchLiveness(req *collectorv1.WatchLivenessRequest, srv collectorv1.FeedService_WatchLivenessServer) error {
-	if len(req.GetWatcher()) > 256 {
-		return status.Error(codes.InvalidArgument, "watcher: must be no more than 256 characters")
+	if len(req.GetWatcher()) > validation.MaxShortTextLength {
+		return status.Errorf(codes.InvalidArgument, "watcher: must be no more than %d characters", validation.MaxShortTextLength)
 	}
 	sub := &subscriber{watcher: req.GetWatcher(), ch: make(chan batch, s.cfg.SubscriberBuffer), needSnap: true}
 	s.mu.Lock()
@@ -220,6 +220,9 @@ func (s *Server) WatchLiveness(req *collectorv1.WatchLivenessRequest, srv collec
 func (s *Server) SendNodeCommand(_ context.Context, req *collectorv1.SendNodeCommandRequest) (*collectorv1.SendNodeCommandResponse, error) {
 	if e := validateName(req.GetNodeName()); e != nil {
 		return nil, e
+	}
+	if len(req.GetReportStatusReason()) > validation.MaxShortTextLength || len(req.GetReconnectReason()) > validation.MaxShortTextLength {
+		return nil, status.Errorf(codes.InvalidArgument, "command: reason must be no more than %d characters", validation.MaxShortTextLength)
 	}
 	var cmd *collectorv1.Command
 	switch c := req.GetCommand().(type) {
