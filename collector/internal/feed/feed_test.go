@@ -6,8 +6,8 @@ import (
 
 	"go.uber.org/zap"
 
-	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	"github.com/nodepulse/nodepulse/collector/internal/live"
+	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 )
 
 type noCommands struct{}
