@@ -1,0 +1,3 @@
+module github.com/nodepulse/nodepulse/deploy/healthprobe
+
+go 1.26.0
