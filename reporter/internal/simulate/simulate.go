@@ -328,7 +328,10 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 	if n.flags.Load()&flagStopped != 0 {
 		return false, false
 	}
-	stream, err := c.client.Report(ctx)
+	// WaitForReady: a fleet starting at once would otherwise see every
+	// stream fail fast while its connection is still handshaking, and spend
+	// seconds in backoff instead of registering.
+	stream, err := c.client.Report(ctx, grpc.WaitForReady(true))
 	if err != nil {
 		return false, false
 	}
