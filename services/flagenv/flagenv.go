@@ -14,7 +14,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"text/tabwriter"
 )
 
 // EnvName returns the environment variable that sets flag name.
@@ -48,9 +47,9 @@ func Parse(fs *flag.FlagSet, prefix, synopsis string, args []string, lookup func
 	return fs.Parse(args)
 }
 
-// PrintUsage writes the synopsis and one entry per flag: name, type, default,
-// environment variable and description, grouped by the flag's prefix
-// (the part before the first dot).
+// PrintUsage writes the synopsis and one entry per flag: name, type,
+// environment variable, then the description with its default on the next
+// line, grouped by the flag's prefix (the part before the first dot).
 func PrintUsage(w io.Writer, fs *flag.FlagSet, prefix, synopsis string) {
 	fmt.Fprintln(w, strings.TrimSpace(synopsis))
 	fmt.Fprintln(w)
@@ -58,26 +57,31 @@ func PrintUsage(w io.Writer, fs *flag.FlagSet, prefix, synopsis string) {
 	var flags []*flag.Flag
 	fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f) })
 	sort.SliceStable(flags, func(i, j int) bool { return group(flags[i].Name) < group(flags[j].Name) })
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	heads := make([]string, len(flags))
+	width := 0
+	for i, f := range flags {
+		typ, _ := flag.UnquoteUsage(f)
+		heads[i] = strings.TrimSpace("--" + f.Name + " " + typ)
+		width = max(width, min(len(heads[i]), 44))
+	}
 	last := "\x00"
-	for _, f := range flags {
+	for i, f := range flags {
 		if g := group(f.Name); g != last {
 			last = g
 			if g == "" {
-				fmt.Fprintf(tw, "\n")
+				fmt.Fprintln(w)
 			} else {
-				fmt.Fprintf(tw, "\n[%s]\n", g)
+				fmt.Fprintf(w, "\n[%s]\n", g)
 			}
 		}
-		typ, usage := flag.UnquoteUsage(f)
+		_, usage := flag.UnquoteUsage(f)
 		def := ""
 		if f.DefValue != "" && f.DefValue != "[]" {
 			def = " (default " + f.DefValue + ")"
 		}
-		fmt.Fprintf(tw, "  --%s %s\t$%s\n", f.Name, typ, EnvName(prefix, f.Name))
-		fmt.Fprintf(tw, "      %s%s\t\n", usage, def)
+		fmt.Fprintf(w, "  %-*s  $%s\n", width, heads[i], EnvName(prefix, f.Name))
+		fmt.Fprintf(w, "      %s%s\n", usage, def)
 	}
-	tw.Flush()
 }
 
 func group(name string) string {
