@@ -209,7 +209,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"monitor", "http://" + addr(bp+101) + "/readyz", append([]string{"--grpc.insecure", "--collector.insecure", "--grpc.listen-address=" + addr(bp+1),
 			"--admin.listen-address=" + addr(bp+101), "--etcd.endpoints=" + addr(cfg.etcdPort), "--log.format=console"}, monitorArgs(cfg)...)},
 		{"reporter", "http://" + addr(bp+102) + "/readyz", append([]string{"--collector.insecure", "--collector.addresses=" + addr(bp),
-			"--admin.listen-address=" + addr(bp+102), "--node-name=" + cfg.nodeName, "--log.format=console"}, cfg.extraReporter...)},
+			"--admin.listen-address=" + addr(bp+102), "--node-name=" + cfg.nodeName, "--log.format=console"}, reporterArgs(cfg)...)},
 	}
 	for _, s := range steps {
 		p, err := start(ctx, s.name, logDir, bin(s.name), s.args...)
@@ -277,4 +277,17 @@ func pids(ps []*proc) string {
 		fmt.Fprintf(&b, " %s=%d", p.name, p.cmd.Process.Pid)
 	}
 	return b.String()
+}
+
+// reporterArgs passes the extra reporter flags. A short --grace-period also
+// shortens the reporter's lease (renewals every lease/4), because a grace
+// period below the default 10s renew interval would flap healthy nodes to
+// Unknown between renewals.
+func reporterArgs(c config) []string {
+	args := append([]string(nil), c.extraReporter...)
+	if c.gracePeriod > 0 && c.gracePeriod < 40*time.Second && !strings.Contains(strings.Join(args, " "), "node-lease-duration-seconds") {
+		secs := max(1, int(c.gracePeriod/time.Second))
+		args = append(args, fmt.Sprintf("--node-lease-duration-seconds=%d", secs))
+	}
+	return args
 }
