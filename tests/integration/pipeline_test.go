@@ -42,8 +42,6 @@ type pipeline struct {
 	collector *collectorapp.App
 	monitor   *monitorapp.App
 	nodes     nodev1.NodeServiceClient
-	cancel    []context.CancelFunc
-	done      []chan error
 }
 
 // runApp runs a component until the test ends (or stop is called).
