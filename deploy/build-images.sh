@@ -40,6 +40,13 @@ pkg_of() {
 	esac
 }
 
+for b in "${images[@]}"; do
+	case "$b" in
+	etcd | collector | monitor | reporter) ;;
+	*) echo "build-images: unknown image $b (want etcd, collector, monitor or reporter)" >&2; exit 2 ;;
+	esac
+done
+
 mkdir -p "$out"
 cd "$root"
 ldflags="-s -w -X github.com/nodepulse/nodepulse/services/version.Version=$version"
@@ -49,10 +56,13 @@ for b in healthprobe "${images[@]}"; do
 	CGO_ENABLED=0 GOOS=linux GOARCH="$arch" go build -trimpath -ldflags "$ldflags" -o "$out/$b" "$pkg"
 done
 
-stage="$root/.tmp/image-context"
+# A private staging directory: several builds (e.g. concurrent e2e runs) may
+# run at once.
+mkdir -p "$root/.tmp"
+stage=$(mktemp -d "$root/.tmp/image-context.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
 for b in "${images[@]}"; do
 	ctx="$stage/$b"
-	rm -rf "$ctx"
 	mkdir -p "$ctx/bin" "$ctx/entrypoint" "$ctx/data"
 	# Hard links, not copies: the context is sent to the daemon anyway.
 	ln -f "$out/$b" "$ctx/bin/$b" 2>/dev/null || cp "$out/$b" "$ctx/bin/$b"
