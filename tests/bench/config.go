@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
+package bench
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Synopsis is the help text of the bench tool.
+const Synopsis = `bench — the nodepulse scale benchmark (make bench, make bench-quick).
+
+Usage: bench [flags]
+       bench k8s-writer [flags]   (the Kubernetes-style baseline writer; started by bench itself)
+
+Starts, as separate processes on 127.0.0.1: a real etcd (bin/etcd), a collector,
+a monitor and the reporter simulator in two processes (the survivors and the
+--kill-fraction that is SIGKILLed at once). Stages:
+
+  ramp       the fleet registers at --ramp-rate until every node is attached and Ready
+  steady     --hold of steady renewals (every node-lease-duration/4 = 10 s, jittered)
+  kill       SIGKILL the small simulator: every killed node must turn Unknown
+             within grace + 2 s; survivors must not (false Unknown)
+  restart    SIGTERM the collector, start a new one on the same port: time until
+             every survivor is attached again, and the Unknowns it caused
+  baseline-* the Kubernetes write path on the same etcd (nodepulse stopped first):
+             every node writes its ~0.5 KB Lease as one etcd Txn every 10 s,
+             stepped through --baseline-steps and then N, to find the largest N
+             whose renewal p99 stays under 1 s
+
+The benchmark observes on its own: it follows the collector's FeedService
+(every renewal: renewals/s, renewals per 100 ms, feed delay), the monitor's
+NodeService.WatchNodes (Ready/Unknown per node), the simulators' and etcd's
+/metrics and /proc/<pid> (CPU, RSS, disk writes). It prints a table, writes
+report.json, report.md and chart.svg (and logs/, profiles/) to --out, and
+never fails on timing: it exits non-zero only when the plumbing breaks
+(a process dies, nodes never attach, an observer cannot connect).
+
+PROFILE=1 (or --profile) fetches a CPU profile and a heap profile of every
+process for each stage into --out/profiles (go tool pprof -top <file>).`
+
+// Config of a benchmark run.
+type Config struct {
+	BinDir        string
+	OutDir        string
+	Nodes         int
+	Connections   int
+	KillFraction  float64
+	RampRate      float64
+	Hold          time.Duration
+	Grace         time.Duration
+	MonitorPeriod time.Duration
+	LeaseSeconds  int
+	Checkpoint    time.Duration
+	KillWait      time.Duration
+	RestartWait   time.Duration
+	Kill          bool
+	Restart       bool
+	Baseline      bool
+	BaselineSteps string
+	BaselineHold  time.Duration
+	StepHold      time.Duration
+	BaselineWork  int
+	BaselineConns int
+	Profile       bool
+	ProfileFor    time.Duration
+	EtcdPort      int
+	BasePort      int
+	Sample        time.Duration
+	WaitLoad      float64
+	WaitLoadMax   time.Duration
+	LogLevel      string
+	Title         string
+	Quick         bool
+}
+
+// RegisterFlags adds every flag with its default.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.BinDir, "bin-dir", "bin", "directory with the etcd, collector, monitor and reporter binaries (make build)")
+	fs.StringVar(&c.OutDir, "out", "", "output directory (default .run/bench/<time>)")
+	fs.IntVar(&c.Nodes, "nodes", 100000, "virtual nodes N")
+	fs.IntVar(&c.Connections, "connections", 1000, "gRPC connections the simulators multiplex the N streams over, in total (at most 1000 on one box; -1: one connection per node, needs N < ~19,000 per process)")
+	fs.Float64Var(&c.KillFraction, "kill-fraction", 0.10, "fraction of the nodes in the simulator that is SIGKILLed at once")
+	fs.Float64Var(&c.RampRate, "ramp-rate", 5000, "registrations started per second, over both simulators")
+	fs.DurationVar(&c.Hold, "hold", 150*time.Second, "steady stage duration (long enough to include the 5-minute status re-sends, ±50% jitter, of the earliest nodes)")
+	fs.DurationVar(&c.Grace, "grace", 40*time.Second, "monitor --node-monitor-grace-period")
+	fs.DurationVar(&c.MonitorPeriod, "monitor-period", 5*time.Second, "monitor --node-monitor-period")
+	fs.IntVar(&c.LeaseSeconds, "lease-seconds", 40, "lease duration; nodes renew every quarter of it")
+	fs.DurationVar(&c.Checkpoint, "checkpoint-interval", 5*time.Minute, "collector --lease.checkpoint-interval")
+	fs.DurationVar(&c.KillWait, "kill-wait", 20*time.Second, "after the kill, wait at most grace + this for every killed node to turn Unknown")
+	fs.DurationVar(&c.RestartWait, "restart-wait", 10*time.Second, "after a collector restart, watch for Unknowns until grace + this")
+	fs.BoolVar(&c.Kill, "kill", true, "run the kill stage")
+	fs.BoolVar(&c.Restart, "restart", true, "run the collector restart stage")
+	fs.BoolVar(&c.Baseline, "baseline", true, "run the Kubernetes-style baseline stages")
+	fs.StringVar(&c.BaselineSteps, "baseline-steps", "10000,25000,50000", "baseline node counts below N to step through (each held --step-hold) before the equal-N stage")
+	fs.DurationVar(&c.BaselineHold, "baseline-hold", 60*time.Second, "baseline stage duration at N")
+	fs.DurationVar(&c.StepHold, "step-hold", 30*time.Second, "duration of each baseline step below N")
+	fs.IntVar(&c.BaselineWork, "baseline-workers", 256, "baseline writer: concurrent Txns in flight at most (the API server's etcd client concurrency)")
+	fs.IntVar(&c.BaselineConns, "baseline-clients", 8, "baseline writer: etcd client connections")
+	fs.BoolVar(&c.Profile, "profile", os.Getenv("PROFILE") == "1", "fetch CPU and heap profiles of every process per stage (also PROFILE=1)")
+	fs.DurationVar(&c.ProfileFor, "profile-seconds", 30*time.Second, "CPU profile length per stage at most")
+	fs.IntVar(&c.EtcdPort, "etcd-port", 12379, "etcd client port (peer port +1)")
+	fs.IntVar(&c.BasePort, "base-port", 19090, "collector gRPC port; monitor +1; admin ports +100 (collector, monitor, simulators, baseline writer)")
+	fs.DurationVar(&c.Sample, "sample", time.Second, "timeline sampling interval (chart)")
+	fs.Float64Var(&c.WaitLoad, "wait-load", 0, "before starting, wait until the 1-minute load average is below this (0: do not wait)")
+	fs.DurationVar(&c.WaitLoadMax, "wait-load-max", 10*time.Minute, "give up waiting for a low load after this, and run anyway (the report says so)")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level of collector and monitor (the simulators log at warn)")
+	fs.StringVar(&c.Title, "title", "", "title of the report (default derived from N and connections)")
+	fs.BoolVar(&c.Quick, "quick", false, "CI smoke preset: 3,000 nodes, short stages, grace 10s, one baseline step (explicit flags still win)")
+}
+
+// ApplyQuick sets the quick preset on the flags that were not given.
+func (c *Config) ApplyQuick(set map[string]bool) {
+	def := func(name string, f func()) {
+		if !set[name] {
+			f()
+		}
+	}
+	def("nodes", func() { c.Nodes = 3000 })
+	def("ramp-rate", func() { c.RampRate = 3000 })
+	def("hold", func() { c.Hold = 15 * time.Second })
+	def("grace", func() { c.Grace = 10 * time.Second })
+	def("monitor-period", func() { c.MonitorPeriod = time.Second })
+	def("lease-seconds", func() { c.LeaseSeconds = 8 })
+	def("checkpoint-interval", func() { c.Checkpoint = 30 * time.Second })
+	def("kill-wait", func() { c.KillWait = 15 * time.Second })
+	def("restart-wait", func() { c.RestartWait = 3 * time.Second })
+	def("baseline-steps", func() { c.BaselineSteps = "" })
+	def("baseline-hold", func() { c.BaselineHold = 10 * time.Second })
+	def("profile-seconds", func() { c.ProfileFor = 5 * time.Second })
+}
+
+// Validate checks the flags.
+func (c *Config) Validate() error {
+	if c.Nodes < 10 {
+		return fmt.Errorf("--nodes must be at least 10")
+	}
+	if c.KillFraction < 0 || c.KillFraction >= 1 {
+		return fmt.Errorf("--kill-fraction must be in [0,1)")
+	}
+	if c.Connections == 0 || c.Connections < -1 {
+		return fmt.Errorf("--connections must be > 0 or -1 (one per node)")
+	}
+	if _, err := c.Steps(); err != nil {
+		return err
+	}
+	if c.LeaseSeconds < 4 {
+		return fmt.Errorf("--lease-seconds must be at least 4")
+	}
+	return nil
+}
+
+// Steps parses --baseline-steps (values ≥ N are dropped: N is always last).
+func (c *Config) Steps() ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(c.BaselineSteps, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("--baseline-steps: bad count %q", f)
+		}
+		if n < c.Nodes {
+			out = append(out, n)
+		}
+	}
+	return append(out, c.Nodes), nil
+}
+
+// KillCount is the number of nodes in the simulator that is killed.
+func (c *Config) KillCount() int {
+	if !c.Kill {
+		return 0
+	}
+	return int(float64(c.Nodes)*c.KillFraction + 0.5)
+}
+
+// RenewInterval is how often a node renews.
+func (c *Config) RenewInterval() time.Duration {
+	return time.Duration(c.LeaseSeconds) * time.Second / 4
+}
