@@ -38,7 +38,7 @@ type Store interface {
 }
 
 // Kinds the cache mirrors.
-var Kinds = []nodestore.Kind{nodestore.Nodes, nodestore.Statuses, nodestore.Leases, nodestore.Health, nodestore.Events, nodestore.Collectors}
+var Kinds = []nodestore.Kind{nodestore.Nodes, nodestore.Statuses, nodestore.Leases, nodestore.Health, nodestore.Pods, nodestore.Events, nodestore.Collectors}
 
 // Change types of node changes (the WatchNodes event types).
 const (
@@ -144,6 +144,12 @@ type Cache struct {
 	floor   Version // every change after floor is in log
 	changed chan struct{}
 	relists int
+
+	// Pods: byNode indexes pods/<ns>/<name> by spec.nodeName; podLog and
+	// podFloor are the pod change history, as log and floor for nodes.
+	byNode   map[string]map[string]bool
+	podLog   []PodChange
+	podFloor Version
 }
 
 // New returns an empty, unsynced cache.
@@ -157,7 +163,7 @@ func New(s Store, cfg Config, lg *zap.Logger) *Cache {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	c := &Cache{store: s, cfg: cfg, lg: lg.Named("cache"), merged: map[string]*nodev1.Node{}, changed: make(chan struct{})}
+	c := &Cache{store: s, cfg: cfg, lg: lg.Named("cache"), merged: map[string]*nodev1.Node{}, changed: make(chan struct{}), byNode: map[string]map[string]bool{}}
 	c.objs = map[nodestore.Kind]map[string]nodestore.Object{}
 	for _, k := range Kinds {
 		c.objs[k] = map[string]nodestore.Object{}
@@ -251,12 +257,25 @@ func (c *Cache) relist(ctx context.Context) (int64, error) {
 			names[n] = true
 		}
 	}
+	oldPods := c.objs[nodestore.Pods]
 	c.objs = fresh
 	if !c.synced {
 		c.floor = Version{Rev: rev, Last: true}
+		c.podFloor = c.floor
 	}
 	c.relists++
 	c.applyLocked(rev, names)
+	// Pods: emit the differences between the old and the fresh list, so pod
+	// watchers and the evictor see a relist as ordinary changes.
+	c.objs[nodestore.Pods] = oldPods
+	podNames := map[string]bool{}
+	for n := range oldPods {
+		podNames[n] = true
+	}
+	for n := range fresh[nodestore.Pods] {
+		podNames[n] = true
+	}
+	c.applyPodsLocked(rev, podNames, fresh[nodestore.Pods])
 	c.rev = rev
 	c.synced = true
 	c.lastBat = c.cfg.Now()
@@ -290,11 +309,22 @@ func (c *Cache) apply(b nodestore.WatchBatch) {
 	for i < len(b.Events) {
 		r := b.Events[i].Object.ModRevision
 		names := map[string]bool{}
+		pods := map[string]bool{}
+		next := map[string]nodestore.Object{}
 		for ; i < len(b.Events) && b.Events[i].Object.ModRevision == r; i++ {
 			ev := b.Events[i]
 			o := ev.Object
 			m := c.objs[o.Kind]
 			if m == nil {
+				continue
+			}
+			if o.Kind == nodestore.Pods {
+				pods[o.Name] = true
+				if ev.Type == nodestore.DeleteEvent {
+					delete(next, o.Name)
+				} else {
+					next[o.Name] = o
+				}
 				continue
 			}
 			if ev.Type == nodestore.DeleteEvent {
@@ -308,6 +338,15 @@ func (c *Cache) apply(b nodestore.WatchBatch) {
 			}
 		}
 		c.applyLocked(r, names)
+		if len(pods) > 0 {
+			fresh := make(map[string]nodestore.Object, len(c.objs[nodestore.Pods])+len(next))
+			for n := range pods {
+				if o, ok := next[n]; ok {
+					fresh[n] = o
+				}
+			}
+			c.applyPodsLocked(r, pods, fresh)
+		}
 		c.rev = max(c.rev, r)
 	}
 	c.rev = max(c.rev, b.Revision)

@@ -105,6 +105,13 @@ type Controller struct {
 	epoch       uint64
 	lastReady   map[string]string
 	lastLease   time.Time
+	// podRetry: nodes whose pods could not all be marked not ready (§6.3).
+	podRetry map[string]bool
+	// leadDone is closed when the current leadership ends; leaderCh is
+	// closed (and replaced) at every start and end of a leadership, so
+	// other leader-only loops (the evictor) follow without polling.
+	leadDone chan struct{}
+	leaderCh chan struct{}
 }
 
 // New builds a controller; call Run.
@@ -121,7 +128,7 @@ func New(cfg Config, store nodestore.Store, c *cache.Cache, live Liveness, lg *z
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	ctl := &Controller{cfg: cfg, store: store, cache: c, live: live, lg: lg.Named("controller")}
+	ctl := &Controller{cfg: cfg, store: store, cache: c, live: live, lg: lg.Named("controller"), leaderCh: make(chan struct{})}
 	ctl.m = newMetrics(ctl)
 	ctl.m.grace.Set(cfg.Lifecycle.GracePeriod.Seconds())
 	if reg != nil {
@@ -203,6 +210,7 @@ func (c *Controller) lead(ctx context.Context, l nodestore.Leadership) error {
 	// Condition taints follow node updates at once (upstream: node workers
 	// on every add/update event), not only at the next health pass.
 	_, cursor := c.cache.Nodes()
+	podCursor := c.cache.PodVersion()
 	for {
 		changed := c.cache.Changed()
 		select {
@@ -213,6 +221,9 @@ func (c *Controller) lead(ctx context.Context, l nodestore.Leadership) error {
 		case <-changed:
 			var err error
 			if cursor, err = c.NodeUpdates(ctx, cursor); errors.Is(err, errLost) {
+				return err
+			}
+			if podCursor, err = c.PodUpdates(ctx, podCursor); errors.Is(err, errLost) {
 				return err
 			}
 		case <-passT.C:
@@ -243,7 +254,11 @@ func (c *Controller) begin(f nodestore.Fence, now time.Time) {
 	c.disruption = lifecycle.Disruption{}
 	c.pending = map[string]pendingHealth{}
 	c.lastReady = map[string]string{}
+	c.podRetry = map[string]bool{}
 	c.lastLease = now
+	c.leadDone = make(chan struct{})
+	close(c.leaderCh)
+	c.leaderCh = make(chan struct{})
 	// Nodes that exist at takeover are not "new": no RegisteredNode events
 	// and no taint removal, unlike an upstream controller restart, so a
 	// failover never flaps NoExecute taints.
@@ -263,7 +278,10 @@ func (c *Controller) end() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.leading = false
-	c.records, c.queues, c.pending = nil, nil, nil
+	c.records, c.queues, c.pending, c.podRetry = nil, nil, nil, nil
+	close(c.leadDone)
+	close(c.leaderCh)
+	c.leaderCh = make(chan struct{})
 	c.m.leader.Set(0)
 	c.m.paused.Set(0)
 	c.m.zoneState.Reset()
@@ -284,6 +302,25 @@ func (c *Controller) Fence() (nodestore.Fence, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.fence, c.leading
+}
+
+// Leadership returns, while this replica leads, the fence of its writes and
+// a channel closed when the leadership ends.
+func (c *Controller) Leadership() (nodestore.Fence, <-chan struct{}, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.leading {
+		return nodestore.Fence{}, nil, false
+	}
+	return c.fence, c.leadDone, true
+}
+
+// LeaderChanged returns a channel closed when a leadership of this replica
+// next starts or ends.
+func (c *Controller) LeaderChanged() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leaderCh
 }
 
 // Leading reports whether this replica leads.
@@ -479,6 +516,14 @@ func (c *Controller) judgeLocked(ctx context.Context, now time.Time, v view, zon
 	if v.Lease != nil && v.Lease.GetSpec().GetRenewTime() != nil {
 		leaseRenew = v.Lease.GetSpec().GetRenewTime().AsTime()
 	}
+	// A checkpoint in etcd lags the live feed by up to the collector's
+	// checkpoint interval. Both renewTimes come from the same reporter's
+	// clock, so they compare: a checkpoint that is not newer than what the
+	// feed already delivered is old news, not a heartbeat, and must not
+	// restart the grace period (it would delay detection of a dead node).
+	if lv.RenewTime.After(leaseRenew) {
+		leaseRenew = lv.RenewTime
+	}
 	before := rec.LeaseRenew
 	res := lifecycle.Evaluate(c.cfg.Lifecycle, now, rec, lifecycle.Input{
 		Node: v.Node, Reported: v.Status, Overrides: v.health.GetConditionOverrides(),
@@ -545,8 +590,9 @@ func (c *Controller) judgeLocked(ctx context.Context, now time.Time, v view, zon
 		}
 		if res.Observed.GetStatus() == nodemodel.True && curStatus != nodemodel.True {
 			c.eventLocked(ctx, now, name, v.Node.GetMetadata().GetUid(), "Normal", "NodeNotReady", fmt.Sprintf("Node %s status is now: NodeNotReady", name))
-			// Marking the node's pods not ready (spec §6.3) belongs to the
-			// evictor's pod handling; the event is the seam for it.
+		}
+		if err := c.podsAfterPassLocked(ctx, now, name, res.Observed.GetStatus(), curStatus); err != nil {
+			return err
 		}
 	}
 	if healthEqual(h, v.health) {

@@ -23,6 +23,7 @@ const (
 	MetricHealthWrites       = "nodepulse_monitor_health_writes_total"
 	MetricPassDuration       = "nodepulse_monitor_health_pass_duration_seconds"
 	MetricGracePeriodSeconds = "nodepulse_monitor_grace_period_seconds"
+	MetricPodsNotReady       = "nodepulse_monitor_pods_marked_not_ready_total"
 )
 
 type metrics struct {
@@ -39,6 +40,7 @@ type metrics struct {
 	writes        *prometheus.CounterVec
 	passDuration  prometheus.Histogram
 	grace         prometheus.Gauge
+	podsNotReady  prometheus.Counter
 }
 
 func newMetrics(c *Controller) *metrics {
@@ -70,12 +72,14 @@ func newMetrics(c *Controller) *metrics {
 			Help: "Duration of one health pass.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}),
 		grace: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricGracePeriodSeconds,
 			Help: "The configured --node-monitor-grace-period, for alert thresholds."}),
+		podsNotReady: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricPodsNotReady,
+			Help: "Pods set to Ready=False because their node stopped being Ready (spec §6.3)."}),
 	}
 }
 
 func (m *metrics) register(reg prometheus.Registerer, nodes prometheus.Collector) error {
 	for _, c := range []prometheus.Collector{m.zoneState, m.transitions, m.queueDepth, m.taintsApplied, m.heartbeatAge,
-		m.staleHB, m.leader, m.leaderChanges, m.paused, m.fenced, m.writes, m.passDuration, m.grace, nodes} {
+		m.staleHB, m.leader, m.leaderChanges, m.paused, m.fenced, m.writes, m.passDuration, m.grace, m.podsNotReady, nodes} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -1,0 +1,127 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/podutil"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
+	"github.com/nodepulse/nodepulse/services/nodestore"
+)
+
+// podFailStore fails the next n pod writes, as an etcd hiccup would.
+type podFailStore struct {
+	*sessionStore
+	mu    sync.Mutex
+	fails int
+}
+
+func (s *podFailStore) Apply(ctx context.Context, f *nodestore.Fence, ops ...nodestore.Op) (int64, error) {
+	s.mu.Lock()
+	if s.fails > 0 && len(ops) > 0 && ops[0].Kind == nodestore.Pods {
+		s.fails--
+		s.mu.Unlock()
+		return 0, errors.New("injected: etcd unavailable")
+	}
+	s.mu.Unlock()
+	return s.sessionStore.Apply(ctx, f, ops...)
+}
+
+func (f *fleet) addPod(name, node string, ready string) {
+	p := &podv1.Pod{Metadata: &nodev1.ObjectMeta{Namespace: "default", Name: name, Uid: name + "-uid"},
+		Spec: &podv1.PodSpec{NodeName: node}, Status: &podv1.PodStatus{Phase: podutil.PhaseRunning}}
+	if ready != "" {
+		p.Status.Conditions = []*podv1.PodCondition{{Type: podutil.Ready, Status: ready, LastTransitionTime: nodemodel.Timestamp(time.Now())}}
+	}
+	if _, err := f.store.Apply(f.ctx, nil, nodestore.Op{Kind: nodestore.Pods, Name: "default/" + name, Value: p, IfAbsent: true}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fleet) podReady(name string) string {
+	pe, ok := f.cache.Pod("default", name)
+	if !ok {
+		f.t.Fatalf("pod %s not in cache", name)
+	}
+	return podutil.FindCondition(pe.Pod.GetStatus(), podutil.Ready).GetStatus()
+}
+
+// TestPodsMarkedNotReady: spec §6.3. At the flip every pod of the node with
+// a Ready condition turns Ready=False (a failed marking is retried on later
+// passes), pods elsewhere are untouched, and a pod bound later to the
+// not-ready node is marked at once.
+func TestPodsMarkedNotReady(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		f := newFleet(t, ctx)
+		f.addNode("n1", "z1")
+		f.addNode("n2", "z1")
+		f.addPod("a", "n1", nodemodel.True)
+		f.addPod("b", "n1", nodemodel.True)
+		f.addPod("no-ready-condition", "n1", "")
+		f.addPod("elsewhere", "n2", nodemodel.True)
+		fs := &podFailStore{sessionStore: f.store}
+		ctl, err := New(testConfig("a"), fs, f.cache, f.live, zap.NewNop(), prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = ctl.Run(ctx) }()
+		settle(time.Minute)
+
+		// The first two pod writes fail: the flip marks nothing, later
+		// passes retry until every pod is marked.
+		fs.mu.Lock()
+		fs.fails = 2
+		fs.mu.Unlock()
+		f.setAlive("n1", false)
+		deadline := time.Now().Add(2 * time.Minute)
+		for f.ready("n1").GetStatus() == nodemodel.True && time.Now().Before(deadline) {
+			settle(time.Second)
+		}
+		flip := time.Now()
+		if f.ready("n1").GetStatus() != nodemodel.Unknown {
+			t.Fatalf("n1 Ready = %v", f.ready("n1"))
+		}
+		settle(3 * 5 * time.Second) // a few passes
+		for _, p := range []string{"a", "b"} {
+			if got := f.podReady(p); got != nodemodel.False {
+				t.Errorf("pod %s Ready = %q %s after the flip, want False", p, got, time.Since(flip))
+			}
+		}
+		if f.podReady("elsewhere") != nodemodel.True {
+			t.Error("pod on a healthy node was marked")
+		}
+		if pe, _ := f.cache.Pod("default", "no-ready-condition"); len(pe.Pod.GetStatus().GetConditions()) != 0 {
+			t.Error("a Ready condition was invented for a pod without one")
+		}
+		if got := testutil.ToFloat64(ctl.m.podsNotReady); got != 2 {
+			t.Errorf("pods marked = %v, want 2", got)
+		}
+
+		// Newly bound to the not-ready node: marked at once, not at a pass.
+		f.addPod("late", "n1", nodemodel.True)
+		synctest.Wait()
+		if got := f.podReady("late"); got != nodemodel.False {
+			t.Errorf("newly bound pod Ready = %q, want False at once", got)
+		}
+		// Bound to the healthy node: untouched.
+		f.addPod("late-ok", "n2", nodemodel.True)
+		synctest.Wait()
+		if f.podReady("late-ok") != nodemodel.True {
+			t.Error("pod newly bound to a Ready node was marked")
+		}
+		cancel()
+		synctest.Wait()
+	})
+}

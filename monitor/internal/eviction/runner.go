@@ -1,0 +1,585 @@
+// Package eviction is the taint-eviction controller (spec §7): pods on a
+// node with NoExecute taints are deleted at once when a taint is not
+// tolerated, or after the smallest tolerationSeconds of their matching
+// tolerations, counted from when the evictor processed the taint.
+//
+// The decisions are pure (Matcher.Decide, injected now); Runner applies them
+// on the leader, with every write fenced by the leader's election key and
+// conditional on the pod's ModRevision.
+//
+// Failover. Schedules live in the leader's memory, as upstream. A new leader
+// rebuilds them from what it can prove, which is never earlier than what
+// the old leader would have done:
+//   - a pod that carries DisruptionTarget=True/DeletionByTaintManager set no
+//     earlier than the oldest current NoExecute taint of its node was already
+//     being deleted by a previous leader (its wait had run out), so it is
+//     deleted at once — that is how a deletion interrupted by a failover
+//     completes, and it can only happen once because deletion is conditional
+//     on the pod's revision and UID;
+//   - every other pod is processed afresh: the new leader's own processing
+//     time starts the toleration, exactly as a restarted upstream
+//     controller does. The old leader processed the taint earlier, so the
+//     deletion can come later than it would have (by at most the time the
+//     old leader had already waited) but never earlier.
+//
+// The taint's timeAdded is deliberately not used as the start: the old
+// leader may have processed it later than it was added (or never), and the
+// delay counts from processing.
+//
+// Rate. Evictions follow NoExecute taints only, and those are added by the
+// lifecycle controller at each zone's rate (spec §6.6): a zone that is
+// partially disrupted stops tainting, and master disruption removes the
+// taints, which cancels every pending deletion. The evictor itself adds no
+// second limiter, as upstream.
+//
+// Replacement. Deleting removes pods/<ns>/<name>; nodepulse has no kubelet
+// to terminate containers gracefully. The owner (a ReplicaSet-like
+// orchestrator) sees DELETED, with DisruptionTarget set on the last state,
+// and replaces the pod; a StatefulSet-like owner must itself make sure the
+// old replica is gone before starting one with the same identity (the
+// machine may still run it): nodepulse leaves replacement to the owner.
+package eviction
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/cache"
+	"github.com/nodepulse/nodepulse/monitor/internal/lifecycle"
+	"github.com/nodepulse/nodepulse/monitor/internal/podutil"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
+	"github.com/nodepulse/nodepulse/services/nodestore"
+)
+
+// Leader is what the runner needs from the lifecycle controller.
+type Leader interface {
+	// Leadership returns the fence and a channel closed when it ends.
+	Leadership() (nodestore.Fence, <-chan struct{}, bool)
+	// LeaderChanged is closed when a leadership next starts or ends.
+	LeaderChanged() <-chan struct{}
+	// Paused is why judgement is paused ("" when it is not): the leader's
+	// view is stale, so nothing is deleted until it is fresh again.
+	Paused() string
+}
+
+// Event strings (spec §7).
+const (
+	EventSource = "taint-eviction-controller"
+	EventReason = "TaintManagerEviction"
+	// eventTTL: events about pods live in the pod's namespace for an hour.
+	eventTTL = time.Hour
+)
+
+// Config of the runner.
+type Config struct {
+	Matcher Matcher
+	// Retries and RetryWait of one deletion (upstream: 5 tries, 10ms apart).
+	Retries   int
+	RetryWait time.Duration
+	// Resync reprocesses every pod on a tainted node this often, so a
+	// missed change or a deletion that failed all its tries is picked up.
+	Resync time.Duration
+	// PausedRetry: how often to look again while judgement is paused.
+	PausedRetry time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// DefaultConfig returns upstream's retry policy and a 30s resync.
+func DefaultConfig() Config {
+	return Config{Retries: 5, RetryWait: 10 * time.Millisecond, Resync: 30 * time.Second, PausedRetry: time.Second}
+}
+
+// Runner runs the evictor on the leader.
+type Runner struct {
+	cfg    Config
+	store  nodestore.Store
+	cache  *cache.Cache
+	leader Leader
+	lg     *zap.Logger
+	m      *metrics
+
+	mu         sync.Mutex
+	leading    bool
+	fence      nodestore.Fence
+	q          *timedQueue
+	nodeTaints map[string][]*nodev1.Taint
+}
+
+// New builds a runner; call Run.
+func New(cfg Config, store nodestore.Store, c *cache.Cache, leader Leader, lg *zap.Logger, reg prometheus.Registerer) (*Runner, error) {
+	d := DefaultConfig()
+	if cfg.Retries <= 0 {
+		cfg.Retries = d.Retries
+	}
+	if cfg.RetryWait <= 0 {
+		cfg.RetryWait = d.RetryWait
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = d.Resync
+	}
+	if cfg.PausedRetry <= 0 {
+		cfg.PausedRetry = d.PausedRetry
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	r := &Runner{cfg: cfg, store: store, cache: c, leader: leader, lg: lg.Named("evictor"), m: newMetrics()}
+	if reg != nil {
+		if err := r.m.register(reg); err != nil {
+			return nil, fmt.Errorf("register evictor metrics: %w", err)
+		}
+	}
+	return r, nil
+}
+
+var errLost = errors.New("leadership lost")
+
+// Run follows the controller's leadership until ctx ends: while this
+// replica leads, it evicts.
+func (r *Runner) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		changed := r.leader.LeaderChanged()
+		if fence, done, ok := r.leader.Leadership(); ok {
+			err := r.lead(ctx, fence, done)
+			if errors.Is(err, errLost) {
+				// Fenced: the controller steps down too; wait for it.
+				select {
+				case <-ctx.Done():
+				case <-done:
+				}
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		}
+	}
+	return nil
+}
+
+func (r *Runner) begin(f nodestore.Fence) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.leading, r.fence = true, f
+	r.q = newTimedQueue()
+	r.nodeTaints = map[string][]*nodev1.Taint{}
+	r.m.depth.Set(0)
+}
+
+func (r *Runner) end() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.leading = false
+	r.q, r.nodeTaints = nil, nil
+	r.m.depth.Set(0)
+}
+
+func (r *Runner) lead(ctx context.Context, fence nodestore.Fence, done <-chan struct{}) error {
+	r.begin(fence)
+	defer r.end()
+	r.lg.Info("evictor started on the leader; schedules are rebuilt from this leader's own processing time")
+	_, nodeCur := r.cache.Nodes()
+	podCur := r.cache.PodVersion()
+	r.resync(ctx)
+	fireT := time.NewTimer(time.Hour)
+	defer fireT.Stop()
+	resyncT := time.NewTicker(r.cfg.Resync)
+	defer resyncT.Stop()
+	for {
+		r.resetTimer(fireT)
+		changed := r.cache.Changed()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-done:
+			return nil
+		case <-changed:
+			nodeCur, podCur = r.sync(ctx, nodeCur, podCur)
+		case <-resyncT.C:
+			nodeCur, podCur = r.sync(ctx, nodeCur, podCur)
+			r.resync(ctx)
+		case <-fireT.C:
+			// Apply every change already delivered first, so a taint that
+			// went away cancels before anything fires.
+			nodeCur, podCur = r.sync(ctx, nodeCur, podCur)
+			if err := r.fireDue(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (r *Runner) resetTimer(t *time.Timer) {
+	r.mu.Lock()
+	next, ok := r.q.next()
+	r.mu.Unlock()
+	d := time.Hour
+	if ok {
+		d = max(next.Sub(r.cfg.Now()), 0)
+	}
+	if r.leader.Paused() != "" && ok {
+		d = max(d, r.cfg.PausedRetry)
+	}
+	t.Reset(d)
+}
+
+// sync processes the node and pod changes after the cursors.
+func (r *Runner) sync(ctx context.Context, nodeCur, podCur cache.Version) (cache.Version, cache.Version) {
+	now := r.cfg.Now()
+	nch, _, err := r.cache.ChangesAfter(nodeCur, 10000)
+	if err != nil {
+		_, nodeCur = r.cache.Nodes()
+		r.resync(ctx)
+	} else if len(nch) > 0 {
+		nodeCur = nch[len(nch)-1].Version
+		for _, ch := range nch {
+			r.nodeChanged(ctx, now, ch)
+		}
+	}
+	pch, _, err := r.cache.PodChangesAfter(podCur, 10000)
+	if err != nil {
+		podCur = r.cache.PodVersion()
+		r.resync(ctx)
+	} else if len(pch) > 0 {
+		podCur = pch[len(pch)-1].Version
+		for _, ch := range pch {
+			r.podChanged(ctx, now, ch)
+		}
+	}
+	return nodeCur, podCur
+}
+
+// resync reprocesses every pod of every node with NoExecute taints, and
+// cancels schedules of pods whose node has none any more.
+func (r *Runner) resync(ctx context.Context) {
+	now := r.cfg.Now()
+	nodes, _ := r.cache.Nodes()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	tainted := map[string]bool{}
+	for _, n := range nodes {
+		name := n.GetMetadata().GetName()
+		taints := NoExecuteTaints(n.GetSpec().GetTaints())
+		r.nodeTaints[name] = taints
+		if len(taints) == 0 {
+			continue
+		}
+		tainted[name] = true
+		for _, pe := range r.cache.PodsOnNode(name) {
+			r.processLocked(ctx, now, pe.Pod, name, taints)
+		}
+	}
+	for _, it := range r.q.all() {
+		if !tainted[it.s.Node] {
+			if pe, ok := r.podByKey(it.key); ok {
+				r.processLocked(ctx, now, pe.Pod, it.s.Node, nil)
+			}
+		}
+	}
+}
+
+func (r *Runner) podByKey(key string) (cache.PodEntry, bool) {
+	ns, name := splitKey(key)
+	return r.cache.Pod(ns, name)
+}
+
+func splitKey(key string) (string, string) {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '/' {
+			return key[:i], key[i+1:]
+		}
+	}
+	return "", key
+}
+
+func (r *Runner) nodeChanged(ctx context.Context, now time.Time, ch cache.Change) {
+	name := ch.Node.GetMetadata().GetName()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ch.Type == cache.Deleted {
+		// As upstream: a deleted node's pods keep their schedules (they
+		// are orphans; the owner replaces them).
+		delete(r.nodeTaints, name)
+		return
+	}
+	taints := NoExecuteTaints(ch.Node.GetSpec().GetTaints())
+	if old, ok := r.nodeTaints[name]; ok && taintsEqual(old, taints) {
+		return
+	}
+	r.nodeTaints[name] = taints
+	for _, pe := range r.cache.PodsOnNode(name) {
+		r.processLocked(ctx, now, pe.Pod, name, taints)
+	}
+}
+
+func taintsEqual(a, b []*nodev1.Taint) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !proto.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *Runner) podChanged(ctx context.Context, now time.Time, ch cache.PodChange) {
+	md := ch.Pod.GetMetadata()
+	key := cache.PodKey(md.GetNamespace(), md.GetName())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// Decide from the pod as it is now, not as it was at the change: the
+	// evictor's own DisruptionTarget write is followed by the delete, and
+	// deciding on the intermediate state would only schedule in vain.
+	pe, ok := r.cache.Pod(md.GetNamespace(), md.GetName())
+	if !ok {
+		if _, ok := r.q.remove(key); ok {
+			r.m.depth.Set(float64(r.q.Len()))
+		}
+		return
+	}
+	p := pe.Pod
+	node := p.GetSpec().GetNodeName()
+	if node == "" {
+		r.cancelLocked(ctx, now, key, p, "pod is not bound to a node")
+		return
+	}
+	var taints []*nodev1.Taint
+	if n, ok := r.cache.Node(node); ok {
+		taints = NoExecuteTaints(n.GetSpec().GetTaints())
+	}
+	r.processLocked(ctx, now, p, node, taints)
+}
+
+// processLocked decides for one pod and updates its schedule.
+func (r *Runner) processLocked(ctx context.Context, now time.Time, p *podv1.Pod, node string, taints []*nodev1.Taint) {
+	md := p.GetMetadata()
+	key := cache.PodKey(md.GetNamespace(), md.GetName())
+	var prev *Scheduled
+	if s, ok := r.q.get(key); ok {
+		prev = &s
+	}
+	d := r.cfg.Matcher.Decide(now, md.GetUid(), node, taints, p.GetSpec().GetTolerations(), prev)
+	switch d.Action {
+	case Nothing, Keep:
+	case Cancel:
+		r.cancelLocked(ctx, now, key, p, d.Why)
+	case DeleteNow:
+		r.q.set(key, d.Next)
+		r.m.scheduled.Inc()
+		r.lg.Info("pod will be deleted now", zap.String("pod", key), zap.String("node", node), zap.String("why", d.Why))
+	case Schedule:
+		next := d.Next
+		if prev == nil && decidedBefore(p, taints) {
+			// A previous leader's wait had run out and it had started the
+			// deletion (DisruptionTarget is set): finish it now.
+			next.FireAt = now
+			r.lg.Info("pod was already being deleted by a previous leader; deleting it now", zap.String("pod", key), zap.String("node", node))
+		} else if prev == nil {
+			r.lg.Info("pod deletion scheduled", zap.String("pod", key), zap.String("node", node),
+				zap.Time("at", next.FireAt), zap.String("why", d.Why))
+		}
+		r.q.set(key, next)
+		r.m.scheduled.Inc()
+	}
+	r.m.depth.Set(float64(r.q.Len()))
+}
+
+// decidedBefore: the pod carries the evictor's DisruptionTarget set no
+// earlier than the oldest current NoExecute taint, i.e. in this taint
+// episode an evictor already fired for it.
+func decidedBefore(p *podv1.Pod, taints []*nodev1.Taint) bool {
+	c := podutil.FindCondition(p.GetStatus(), podutil.DisruptionTarget)
+	if c == nil || c.GetStatus() != nodemodel.True || c.GetReason() != podutil.ReasonTaintManager || c.GetLastTransitionTime() == nil {
+		return false
+	}
+	var oldest time.Time
+	for _, t := range taints {
+		if t.GetTimeAdded() == nil {
+			return false // cannot tell which episode the mark belongs to
+		}
+		if ta := t.GetTimeAdded().AsTime(); oldest.IsZero() || ta.Before(oldest) {
+			oldest = ta
+		}
+	}
+	return !oldest.IsZero() && !c.GetLastTransitionTime().AsTime().Before(oldest)
+}
+
+func (r *Runner) cancelLocked(ctx context.Context, now time.Time, key string, p *podv1.Pod, why string) {
+	if _, ok := r.q.remove(key); !ok {
+		return
+	}
+	r.m.cancelled.Inc()
+	r.m.depth.Set(float64(r.q.Len()))
+	r.lg.Info("pod deletion cancelled", zap.String("pod", key), zap.String("why", why))
+	r.eventLocked(ctx, now, p, "Normal", "Cancelling deletion of Pod "+key)
+}
+
+// fireDue deletes every pod whose time has come (not while paused).
+func (r *Runner) fireDue(ctx context.Context) error {
+	if reason := r.leader.Paused(); reason != "" {
+		return nil // later is never early; resetTimer looks again
+	}
+	now := r.cfg.Now()
+	r.mu.Lock()
+	due := r.q.popDue(now)
+	r.m.depth.Set(float64(r.q.Len()))
+	r.mu.Unlock()
+	for _, it := range due {
+		if err := r.evict(ctx, it.key, it.s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// evict records the event and deletes the pod: DisruptionTarget first, then
+// the delete, each fenced and conditional on the pod's revision; up to
+// Retries tries, RetryWait apart (upstream deletePodHandler).
+func (r *Runner) evict(ctx context.Context, key string, s Scheduled) error {
+	pe, ok := r.podByKey(key)
+	if !ok || pe.Pod.GetMetadata().GetUid() != s.UID {
+		return nil // gone or replaced meanwhile
+	}
+	zone := "unknown"
+	if n, ok := r.cache.Node(s.Node); ok {
+		zone = lifecycle.ZoneName(lifecycle.ZoneKey(n.GetMetadata().GetLabels()))
+	}
+	r.mu.Lock()
+	r.eventLocked(ctx, r.cfg.Now(), pe.Pod, "Normal", "Marking for deletion Pod "+key)
+	r.mu.Unlock()
+	var err error
+	for try := range r.cfg.Retries {
+		if try > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(r.cfg.RetryWait):
+			}
+		}
+		var gone bool
+		gone, err = r.markAndDelete(ctx, key, s)
+		if errors.Is(err, nodestore.ErrFenced) {
+			r.m.failed.Inc()
+			r.lg.Warn("eviction rejected: no longer the leader", zap.String("pod", key))
+			return errLost
+		}
+		if err == nil {
+			if gone {
+				r.lg.Info("pod to evict is already gone", zap.String("pod", key))
+				return nil
+			}
+			r.m.executed.WithLabelValues(zone).Inc()
+			r.lg.Info("pod evicted", zap.String("pod", key), zap.String("node", s.Node), zap.Time("scheduledAt", s.FireAt),
+				zap.Duration("late", r.cfg.Now().Sub(s.FireAt)))
+			return nil
+		}
+	}
+	r.m.failed.Inc()
+	r.lg.Error("cannot evict pod; retrying at the next resync", zap.String("pod", key), zap.Int("tries", r.cfg.Retries), zap.Error(err))
+	return nil
+}
+
+// markAndDelete does one try; gone reports that the pod no longer exists
+// (or is another pod now).
+func (r *Runner) markAndDelete(ctx context.Context, key string, s Scheduled) (gone bool, err error) {
+	o, err := r.store.Get(ctx, nodestore.Pods, key)
+	if errors.Is(err, nodestore.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	p := o.Value.(*podv1.Pod)
+	if p.GetMetadata().GetUid() != s.UID || p.GetSpec().GetNodeName() != s.Node {
+		return true, nil
+	}
+	r.mu.Lock()
+	fence := r.fence
+	r.mu.Unlock()
+	rev := o.ModRevision
+	np := podutil.Stored(p)
+	if np.Status == nil {
+		np.Status = &podv1.PodStatus{}
+	}
+	cond := &podv1.PodCondition{Type: podutil.DisruptionTarget, Status: nodemodel.True, Reason: podutil.ReasonTaintManager, Message: podutil.MessageTaintManager}
+	if podutil.SetCondition(np.Status, cond, r.cfg.Now()) {
+		if rev, err = r.store.Apply(ctx, &fence, nodestore.Op{Kind: nodestore.Pods, Name: key, Value: np, IfModRevision: o.ModRevision}); err != nil {
+			return false, err
+		}
+	}
+	_, err = r.store.Apply(ctx, &fence, nodestore.Op{Kind: nodestore.Pods, Name: key, IfModRevision: rev})
+	return false, err
+}
+
+// eventLocked records an event about a pod (best effort, fenced).
+func (r *Runner) eventLocked(ctx context.Context, now time.Time, p *podv1.Pod, typ, msg string) {
+	md := p.GetMetadata()
+	ts := nodemodel.Timestamp(now)
+	name := md.GetName() + "." + strconv.FormatInt(now.UnixNano(), 16)
+	ev := &nodev1.Event{
+		Metadata:       &nodev1.ObjectMeta{Name: name, Namespace: md.GetNamespace(), CreationTimestamp: ts},
+		InvolvedObject: &nodev1.ObjectReference{Kind: "Pod", Namespace: md.GetNamespace(), Name: md.GetName(), Uid: md.GetUid()},
+		Reason:         EventReason, Message: msg, Type: typ, Source: EventSource,
+		FirstTimestamp: ts, LastTimestamp: ts, Count: 1,
+	}
+	fence := r.fence
+	if _, err := r.store.Apply(ctx, &fence, nodestore.Op{Kind: nodestore.Events, Name: md.GetNamespace() + "/" + name, Value: ev, TTL: eventTTL}); err != nil {
+		r.lg.Warn("cannot record event", zap.String("pod", md.GetNamespace()+"/"+md.GetName()), zap.String("message", msg), zap.Error(err))
+	}
+}
+
+// PodSchedule is one pending deletion, for explanations.
+type PodSchedule struct {
+	Namespace, Name string
+	Scheduled
+}
+
+// Leading reports whether the runner is evicting on this replica.
+func (r *Runner) Leading() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leading
+}
+
+// Lookup returns the pending deletion of a pod, if this replica leads and
+// one is scheduled.
+func (r *Runner) Lookup(namespace, name string) (Scheduled, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.leading {
+		return Scheduled{}, false
+	}
+	return r.q.get(cache.PodKey(namespace, name))
+}
+
+// OnNode returns the pending deletions of pods on node, earliest first.
+func (r *Runner) OnNode(node string) []PodSchedule {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.leading {
+		return nil
+	}
+	var out []PodSchedule
+	for _, it := range r.q.all() {
+		if it.s.Node == node {
+			ns, name := splitKey(it.key)
+			out = append(out, PodSchedule{Namespace: ns, Name: name, Scheduled: it.s})
+		}
+	}
+	sortSchedules(out)
+	return out
+}

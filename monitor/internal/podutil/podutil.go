@@ -1,0 +1,81 @@
+// Package podutil holds the small pod helpers the monitor's writers share
+// (the PodService API, the lifecycle controller marking pods not ready, the
+// evictor): the condition update rule of Kubernetes and the stored form of a
+// pod, so all of them write pods the same way.
+package podutil
+
+import (
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
+)
+
+// Pod condition types and the evictor's reason and message (spec §7).
+const (
+	Ready                  = "Ready"
+	DisruptionTarget       = "DisruptionTarget"
+	ReasonTaintManager     = "DeletionByTaintManager"
+	MessageTaintManager    = "Taint manager: deleting due to NoExecute taint"
+	PhasePending           = "Pending"
+	PhaseRunning           = "Running"
+	PhaseSucceeded         = "Succeeded"
+	PhaseFailed            = "Failed"
+	PhaseUnknown           = "Unknown"
+	OwnerKindStatefulSet   = "StatefulSet"
+	OwnerKindDaemonSet     = "DaemonSet"
+	OwnerKindNode          = "Node"
+	OwnerKindReplicaSet    = "ReplicaSet"
+	OwnerKindJob           = "Job"
+	OwnerKindDeployment    = "Deployment"
+	EvictorEventSource     = "taint-eviction-controller"
+	EventReasonTaintEvict  = "TaintManagerEviction"
+	ControllerEventSource  = "node-controller"
+	EventReasonNodeNotRdy  = "NodeNotReady"
+	MessageNodeNotReadyPod = "Node is not ready"
+)
+
+// Phases are the accepted pod phases.
+var Phases = []string{PhasePending, PhaseRunning, PhaseSucceeded, PhaseFailed, PhaseUnknown}
+
+// FindCondition returns the condition of type t, or nil.
+func FindCondition(st *podv1.PodStatus, t string) *podv1.PodCondition {
+	for _, c := range st.GetConditions() {
+		if c.GetType() == t {
+			return c
+		}
+	}
+	return nil
+}
+
+// SetCondition is upstream UpdatePodCondition: the transition time is now
+// when the status changes (or the condition is new) and kept otherwise; it
+// reports whether anything changed. c is stored as given (not copied).
+func SetCondition(st *podv1.PodStatus, c *podv1.PodCondition, now time.Time) bool {
+	c.LastTransitionTime = nodemodel.Timestamp(now)
+	for i, old := range st.Conditions {
+		if old.GetType() != c.GetType() {
+			continue
+		}
+		if old.GetStatus() == c.GetStatus() {
+			c.LastTransitionTime = old.GetLastTransitionTime()
+		}
+		equal := proto.Equal(old, c)
+		st.Conditions[i] = c
+		return !equal
+	}
+	st.Conditions = append(st.Conditions, c)
+	return true
+}
+
+// Stored returns a copy of p in the form written to pods/<ns>/<name>: the
+// resource version is the store's revision, never part of the value.
+func Stored(p *podv1.Pod) *podv1.Pod {
+	s := proto.CloneOf(p)
+	if s.Metadata != nil {
+		s.Metadata.ResourceVersion = ""
+	}
+	return s
+}
