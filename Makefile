@@ -46,6 +46,21 @@ build: ## build every binary into bin/ (static, CGO_ENABLED=0)
 run: build ## start etcd, collector, monitor and a reporter for this machine; Ctrl-C stops all
 	bin/localstack --bin-dir bin
 
+COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo 'docker compose' || echo docker-compose)
+
+.PHONY: images
+images: ## build container images nodepulse/{etcd,collector,monitor,reporter}:$(VERSION) (FROM scratch, no registry)
+	deploy/build-images.sh $(VERSION)
+
+.PHONY: up
+up: images ## start the docker compose stack (PLAINTEXT dev mode, ports on 127.0.0.1)
+	NODEPULSE_IMAGE_TAG=$(VERSION) $(COMPOSE) up -d
+	@echo "try: grpcurl -plaintext 127.0.0.1:9091 nodepulse.node.v1.NodeService/ListNodes"
+
+.PHONY: down
+down: ## stop the docker compose stack and delete its etcd volumes
+	$(COMPOSE) down -v --remove-orphans
+
 .PHONY: test
 test: ## run every test of every module (unit, store conformance, integration, e2e)
 	@for m in $(MODULES); do echo "== $$m"; (cd $$m && go test -count=1 -timeout 20m ./...) || exit 1; done
