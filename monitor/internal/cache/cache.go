@@ -257,7 +257,7 @@ func (c *Cache) relist(ctx context.Context) (int64, error) {
 			names[n] = true
 		}
 	}
-	oldPods := c.objs[nodestore.Pods]
+	oldPods, freshPods := c.objs[nodestore.Pods], fresh[nodestore.Pods]
 	c.objs = fresh
 	if !c.synced {
 		c.floor = Version{Rev: rev, Last: true}
@@ -272,10 +272,10 @@ func (c *Cache) relist(ctx context.Context) (int64, error) {
 	for n := range oldPods {
 		podNames[n] = true
 	}
-	for n := range fresh[nodestore.Pods] {
+	for n := range freshPods {
 		podNames[n] = true
 	}
-	c.applyPodsLocked(rev, podNames, fresh[nodestore.Pods])
+	c.applyPodsLocked(rev, podNames, freshPods)
 	c.rev = rev
 	c.synced = true
 	c.lastBat = c.cfg.Now()
