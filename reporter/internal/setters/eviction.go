@@ -111,7 +111,12 @@ func (t Thresholds) String() string {
 // amount returns the threshold as an absolute amount against capacity.
 func (th Threshold) amount(capacity int64) quantity.Quantity {
 	if th.Fraction != nil {
-		return quantity.FromInt64(capacity).Mul(th.Fraction)
+		// Whole bytes, as Kubernetes computes percentage thresholds: a
+		// fraction of a byte would surface in allocatable as a milli-byte
+		// quantity ("243497856614400m"). Rounding the reservation up keeps
+		// allocatable on the safe side.
+		n, _ := quantity.FromInt64(capacity).Mul(th.Fraction).Int64()
+		return quantity.FromInt64(n)
 	}
 	return th.Quantity
 }
