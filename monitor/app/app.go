@@ -19,9 +19,12 @@ import (
 	"google.golang.org/grpc"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/admission"
 	"github.com/nodepulse/nodepulse/monitor/internal/api"
 	"github.com/nodepulse/nodepulse/monitor/internal/cache"
 	"github.com/nodepulse/nodepulse/monitor/internal/controller"
+	"github.com/nodepulse/nodepulse/monitor/internal/eviction"
 	"github.com/nodepulse/nodepulse/monitor/internal/lifecycle"
 	"github.com/nodepulse/nodepulse/monitor/internal/liveness"
 	"github.com/nodepulse/nodepulse/services/admin"
@@ -42,9 +45,11 @@ const synopsis = `monitor: the node lifecycle controller of nodepulse, and its q
 
 Every replica follows etcd (list + watch) and the collectors' live liveness
 feeds, and serves NodeService (get, list, watch, cordon, taint, explain ...)
-on its gRPC port. One replica, elected through etcd, judges the nodes: a node
+and PodService (the workload records an orchestrator keeps) on its gRPC port. One replica, elected through etcd, judges the nodes: a node
 not heard from for --node-monitor-grace-period turns Unknown, gets condition
-taints, and is queued for a NoExecute taint at the zone's rate. Run two or
+taints, its pods turn Ready=False, and it is queued for a NoExecute taint at
+the zone's rate; the evictor then deletes the pods that do not tolerate the
+taint for long enough (default tolerations: 300 s). Run two or
 more for availability; a failover gives every node a fresh grace period.
 
 Usage: monitor [flags]`
@@ -61,6 +66,12 @@ type Config struct {
 
 	// Lifecycle holds the grace periods and rates, see lifecycle.Config.
 	Lifecycle lifecycle.Config
+	// Admission holds the default NoExecute toleration seconds PodService
+	// adds to pods (kube-apiserver DefaultTolerationSeconds).
+	Admission admission.Config
+	// EvictionResync: how often the evictor reprocesses every pod on a
+	// tainted node (catches missed changes and failed deletions).
+	EvictionResync time.Duration
 	// MonitorPeriod (--node-monitor-period) is the pause between health
 	// passes; it must be well below the grace period.
 	MonitorPeriod time.Duration
@@ -110,6 +121,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Lifecycle.SecondaryEvictionRate, "secondary-node-eviction-rate", d.SecondaryEvictionRate, "NoExecute taints per second in a partially disrupted zone larger than --large-cluster-size-threshold (smaller ones stop)")
 	fs.Float64Var(&c.Lifecycle.UnhealthyZoneThreshold, "unhealthy-zone-threshold", d.UnhealthyZoneThreshold, "fraction of not-ready nodes (at least 3) that makes a zone partially disrupted")
 	fs.IntVar(&c.Lifecycle.LargeClusterSizeThreshold, "large-cluster-size-threshold", d.LargeClusterSizeThreshold, "zones with more nodes keep tainting at the secondary rate when partially disrupted")
+	ad := admission.DefaultConfig()
+	fs.Int64Var(&c.Admission.NotReadySeconds, "default-not-ready-toleration-seconds", ad.NotReadySeconds,
+		"tolerationSeconds of the node.kubernetes.io/not-ready:NoExecute toleration added to every pod that has none covering it (how long a pod stays on a not-ready node)")
+	fs.Int64Var(&c.Admission.UnreachableSeconds, "default-unreachable-toleration-seconds", ad.UnreachableSeconds,
+		"tolerationSeconds of the node.kubernetes.io/unreachable:NoExecute toleration added to every pod that has none covering it (how long a pod stays on an unreachable node)")
+	fs.DurationVar(&c.EvictionResync, "eviction.resync-period", eviction.DefaultConfig().Resync, "how often the evictor reprocesses every pod on a node with NoExecute taints (retries failed deletions, catches missed changes)")
 	fs.DurationVar(&c.MonitorPeriod, "node-monitor-period", 5*time.Second, "pause between two health passes (measured from the end of the previous one)")
 
 	fs.StringVar(&c.ID, "monitor.id", "", "id of this replica in the leader election and in health records (default <hostname>-<random>)")
@@ -125,6 +142,13 @@ func (c *Config) Validate() error {
 	errs := []error{c.Lifecycle.Validate()}
 	if c.MonitorPeriod <= 0 || c.MonitorPeriod >= c.Lifecycle.GracePeriod {
 		errs = append(errs, fmt.Errorf("--node-monitor-period (%s) must be positive and shorter than --node-monitor-grace-period (%s)", c.MonitorPeriod, c.Lifecycle.GracePeriod))
+	}
+	if c.Admission.NotReadySeconds < 0 || c.Admission.UnreachableSeconds < 0 {
+		errs = append(errs, fmt.Errorf("--default-not-ready-toleration-seconds (%d) and --default-unreachable-toleration-seconds (%d) must not be negative",
+			c.Admission.NotReadySeconds, c.Admission.UnreachableSeconds))
+	}
+	if c.EvictionResync <= 0 {
+		errs = append(errs, fmt.Errorf("--eviction.resync-period (%s) must be positive", c.EvictionResync))
 	}
 	if c.ElectionTTL < time.Second {
 		errs = append(errs, fmt.Errorf("--monitor.election-ttl (%s) must be at least 1s", c.ElectionTTL))
@@ -147,6 +171,7 @@ type App struct {
 	cache    *cache.Cache
 	live     *liveness.Tracker
 	ctl      *controller.Controller
+	evict    *eviction.Runner
 	grpc     *grpcserver.Server
 	admin    *admin.Server
 }
@@ -189,6 +214,11 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	if err != nil {
 		return nil, a.closeOnErr(err)
 	}
+	ec := eviction.DefaultConfig()
+	ec.Resync = cfg.EvictionResync
+	if a.evict, err = eviction.New(ec, a.store, a.cache, a.ctl, lg, registerer); err != nil {
+		return nil, a.closeOnErr(err)
+	}
 	auth := api.Authorizer{Plaintext: cfg.GRPC.TLS.Insecure, OperatorToken: cfg.OperatorToken, Log: lg.Named("auth")}
 	a.grpc, err = grpcserver.New(cfg.GRPC, lg, registerer, grpcserver.Options{
 		Unary:  []grpc.UnaryServerInterceptor{auth.Unary()},
@@ -197,7 +227,10 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	if err != nil {
 		return nil, a.closeOnErr(err)
 	}
-	nodev1.RegisterNodeServiceServer(a.grpc.Server, api.New(a.store, a.cache, a.ctl, a.live, lg, nil))
+	nodeAPI := api.New(a.store, a.cache, a.ctl, a.live, lg, nil)
+	nodeAPI.SetEvictor(a.evict)
+	nodev1.RegisterNodeServiceServer(a.grpc.Server, nodeAPI)
+	podv1.RegisterPodServiceServer(a.grpc.Server, api.NewPodServer(a.store, a.cache, a.evict, cfg.Admission, lg, nil))
 	if a.admin, err = admin.New(cfg.Admin, lg, gatherer); err != nil {
 		a.grpc.Stop()
 		return nil, a.closeOnErr(err)
@@ -207,12 +240,13 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 		a.admin.AddReadyCheck("judgement", a.judgementReady)
 	}
 	if cfg.GRPC.TLS.Insecure && cfg.OperatorToken == "" {
-		lg.Warn("PLAINTEXT and no --auth.operator-token: ANYONE who can reach the gRPC port may cordon, taint and delete nodes; development only",
+		lg.Warn("PLAINTEXT and no --auth.operator-token: ANYONE who can reach the gRPC port may cordon, taint and delete nodes and create and delete pods; development only",
 			zap.String("grpc", a.grpc.Addr().String()))
 	}
 	lg.Info("monitor configured", zap.String("id", cfg.ID), zap.String("grpc", a.grpc.Addr().String()), zap.String("version", version.String()),
 		zap.Duration("grace", cfg.Lifecycle.GracePeriod), zap.Duration("startupGrace", cfg.Lifecycle.StartupGracePeriod),
-		zap.Duration("period", cfg.MonitorPeriod), zap.Duration("electionTTL", cfg.ElectionTTL))
+		zap.Duration("period", cfg.MonitorPeriod), zap.Duration("electionTTL", cfg.ElectionTTL),
+		zap.Int64("defaultNotReadyTolerationSeconds", cfg.Admission.NotReadySeconds), zap.Int64("defaultUnreachableTolerationSeconds", cfg.Admission.UnreachableSeconds))
 	return a, nil
 }
 
@@ -279,6 +313,7 @@ func (a *App) Run(ctx context.Context) error {
 	g.Add("cache", run.Func(a.cache.Run))
 	g.Add("liveness", run.Func(a.live.Run))
 	g.Add("controller", run.Func(a.ctl.Run))
+	g.Add("evictor", run.Func(a.evict.Run))
 	g.Add("grpc", a.grpc)
 	if a.admin != nil {
 		g.Add("admin", a.admin)
@@ -300,6 +335,7 @@ func (a *App) serving(ctx context.Context) error {
 		}
 	}
 	a.grpc.SetServing(true, nodev1.NodeService_ServiceDesc.ServiceName)
+	a.grpc.SetServing(true, podv1.PodService_ServiceDesc.ServiceName)
 	<-ctx.Done()
 	return nil
 }

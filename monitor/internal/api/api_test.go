@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/admission"
 	"github.com/nodepulse/nodepulse/monitor/internal/cache"
 	"github.com/nodepulse/nodepulse/monitor/internal/controller"
 	"github.com/nodepulse/nodepulse/monitor/internal/lifecycle"
@@ -81,6 +83,7 @@ func start(t *testing.T, o opts) *env {
 		t.Fatal(err)
 	}
 	nodev1.RegisterNodeServiceServer(srv.Server, New(ms, c, ctl, live, zap.NewNop(), nil))
+	podv1.RegisterPodServiceServer(srv.Server, NewPodServer(ms, c, nil, admission.DefaultConfig(), zap.NewNop(), nil))
 	done := make(chan struct{})
 	go func() { _ = srv.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; _ = ms.Close() })

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	"github.com/nodepulse/nodepulse/services/identity"
 )
 
@@ -23,6 +24,16 @@ var changeMethods = map[string]bool{
 	nodev1.NodeService_RemoveTaint_FullMethodName:         true,
 	nodev1.NodeService_DeleteNode_FullMethodName:          true,
 	nodev1.NodeService_RequestStatusUpdate_FullMethodName: true,
+	podv1.PodService_CreatePod_FullMethodName:             true,
+	podv1.PodService_UpdatePodStatus_FullMethodName:       true,
+	podv1.PodService_DeletePod_FullMethodName:             true,
+}
+
+// guarded reports whether a method belongs to a service this authorizer
+// protects (NodeService and PodService; not health or reflection).
+func guarded(method string) bool {
+	return strings.HasPrefix(method, "/"+nodev1.NodeService_ServiceDesc.ServiceName+"/") ||
+		strings.HasPrefix(method, "/"+podv1.PodService_ServiceDesc.ServiceName+"/")
 }
 
 // Authorizer decides who may call what.
@@ -52,14 +63,14 @@ func (a Authorizer) Authorize(ctx context.Context, method string) error {
 	switch id.Role {
 	case identity.Node:
 		if change {
-			return deny(codes.PermissionDenied, "caller "+id.String()+" is a node: nodes may not change nodes through the admin API")
+			return deny(codes.PermissionDenied, "caller "+id.String()+" is a node: nodes may not change nodes or pods through the admin API")
 		}
 		return nil
 	case identity.Operator:
 		return nil
 	case identity.Component, identity.Unknown:
 		if change {
-			return deny(codes.PermissionDenied, "caller "+id.String()+" lacks the operator role (certificate organization nodepulse:operators) needed to change nodes")
+			return deny(codes.PermissionDenied, "caller "+id.String()+" lacks the operator role (certificate organization nodepulse:operators) needed to change nodes or pods")
 		}
 		return nil
 	}
@@ -89,7 +100,7 @@ func bearer(ctx context.Context) string {
 // Unary is the auth interceptor for unary calls.
 func (a Authorizer) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		if strings.HasPrefix(info.FullMethod, "/"+nodev1.NodeService_ServiceDesc.ServiceName+"/") {
+		if guarded(info.FullMethod) {
 			if err := a.Authorize(ctx, info.FullMethod); err != nil {
 				return nil, err
 			}
@@ -101,7 +112,7 @@ func (a Authorizer) Unary() grpc.UnaryServerInterceptor {
 // Stream is the auth interceptor for streams.
 func (a Authorizer) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-		if strings.HasPrefix(info.FullMethod, "/"+nodev1.NodeService_ServiceDesc.ServiceName+"/") {
+		if guarded(info.FullMethod) {
 			if err := a.Authorize(ss.Context(), info.FullMethod); err != nil {
 				return err
 			}

@@ -21,6 +21,7 @@ import (
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/monitor/internal/cache"
 	"github.com/nodepulse/nodepulse/monitor/internal/controller"
+	"github.com/nodepulse/nodepulse/monitor/internal/eviction"
 	"github.com/nodepulse/nodepulse/monitor/internal/lifecycle"
 	"github.com/nodepulse/nodepulse/monitor/internal/liveness"
 	"github.com/nodepulse/nodepulse/services/identity"
@@ -51,7 +52,12 @@ type Server struct {
 	live  Liveness
 	lg    *zap.Logger
 	now   func() time.Time
+	// evictor, when set, lets ExplainNode say when the node's pods go.
+	evictor *eviction.Runner
 }
+
+// SetEvictor lets ExplainNode list the pending evictions of the leader.
+func (s *Server) SetEvictor(r *eviction.Runner) { s.evictor = r }
 
 // New returns the service.
 func New(store nodestore.Store, c *cache.Cache, ctl *controller.Controller, live Liveness, lg *zap.Logger, now func() time.Time) *Server {
@@ -496,7 +502,9 @@ func (s *Server) ExplainNode(ctx context.Context, req *nodev1.ExplainNodeRequest
 	if !facts.Leading {
 		leader, _ = s.store.Leader(ctx, controller.ElectionName)
 	}
-	summary, details := Explain(s.now(), n, lease, s.live.Node(req.GetName()), facts, leader)
+	now := s.now()
+	summary, details := Explain(now, n, lease, s.live.Node(req.GetName()), facts, leader)
+	details = append(details, explainNodePods(now, n, s.cache.PodsOnNode(req.GetName()), s.evictor)...)
 	return &nodev1.ExplainNodeResponse{Summary: summary, Details: details, Node: n}, nil
 }
 
