@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	"github.com/nodepulse/nodepulse/services/admin"
 	"github.com/nodepulse/nodepulse/services/flagenv"
 	"github.com/nodepulse/nodepulse/services/grpcclient"
@@ -43,6 +44,11 @@ Commands:
   delete node NAME
   request-status NAME           ask the node's reporter to send its status now
   events [node NAME]
+  get pods [-n NS] [--node NODE] [-l selector] [-o wide|json|yaml|name]
+  describe pod NS/NAME          tolerations, conditions, explanation, events
+  explain pod NS/NAME           whether and when the evictor deletes the pod, and why
+  create pod -f pod.json        (protojson Pod; admission adds default tolerations)
+  delete pod NS/NAME
   certs init --dir D [--hosts h1,h2] [--nodes n1,n2] [--operators alice]
 
 Connection flags may be given before or after the command. TLS is used when
@@ -88,6 +94,7 @@ type command struct {
 	// per-command flags
 	selector, condition, output, rv string
 	dir, hosts, nodes, operators    string
+	namespace, node, file           string
 }
 
 // Main runs the CLI with args (without the program name).
@@ -102,6 +109,10 @@ func Main(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs.StringVar(&c.condition, "condition", "", "condition selector, e.g. Ready=Unknown or Ready!=True")
 	fs.StringVar(&c.output, "o", "", "output: wide, json, yaml or name")
 	fs.StringVar(&c.rv, "resource-version", "", "watch: resume after this resource version")
+	fs.StringVar(&c.namespace, "n", "", "pods: namespace (default: all namespaces for get, \"default\" for NAME without NS/)")
+	fs.StringVar(&c.namespace, "namespace", "", "same as -n")
+	fs.StringVar(&c.node, "node", "", "get pods: only pods bound to this node")
+	fs.StringVar(&c.file, "f", "", "create pod: file with a protojson Pod (- for stdin)")
 	fs.StringVar(&c.dir, "dir", "", "certs init: output directory")
 	fs.StringVar(&c.hosts, "hosts", "", "certs init: extra server host names and IPs, comma-separated")
 	fs.StringVar(&c.nodes, "nodes", "", "certs init: node names to issue node certificates for")
@@ -160,6 +171,7 @@ func (c *command) run(ctx context.Context) error {
 	}
 	defer conn.Close()
 	cl := nodev1.NewNodeServiceClient(conn)
+	pods := podv1.NewPodServiceClient(conn)
 	rctx, cancel := context.WithTimeout(c.g.ctx(ctx), c.g.timeout)
 	defer cancel()
 	noun := func() string {
@@ -167,6 +179,9 @@ func (c *command) run(ctx context.Context) error {
 			return strings.TrimSuffix(c.args[1], "s")
 		}
 		return ""
+	}
+	if len(c.args) >= 2 && (c.args[1] == "pod" || c.args[1] == "pods" || c.args[1] == "po") {
+		return c.podCommand(rctx, pods, cl)
 	}
 	switch verb {
 	case "get":

@@ -1,0 +1,291 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"sigs.k8s.io/yaml"
+
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
+)
+
+// podCommand runs the pod verbs: get, describe, explain, create, delete.
+func (c *command) podCommand(ctx context.Context, cl podv1.PodServiceClient, nodes nodev1.NodeServiceClient) error {
+	verb := c.args[0]
+	switch verb {
+	case "get":
+		if len(c.args) == 3 {
+			ns, name, err := c.podRef(c.args[2])
+			if err != nil {
+				return err
+			}
+			r, err := cl.GetPod(ctx, &podv1.GetPodRequest{Namespace: ns, Name: name})
+			if err != nil {
+				return err
+			}
+			return c.printPods([]*podv1.Pod{r.GetPod()}, false)
+		}
+		if len(c.args) != 2 {
+			return errors.New("usage: nodepulse get pods [-n NS] [--node NODE] [-l selector] | get pod NS/NAME")
+		}
+		var out []*podv1.Pod
+		tok := ""
+		for {
+			r, err := cl.ListPods(ctx, &podv1.ListPodsRequest{Namespace: c.namespace, NodeName: c.node, LabelSelector: c.selector, PageToken: tok})
+			if err != nil {
+				return err
+			}
+			out = append(out, r.GetPods()...)
+			if tok = r.GetNextPageToken(); tok == "" {
+				break
+			}
+		}
+		return c.printPods(out, true)
+	case "describe", "explain", "delete":
+		if len(c.args) != 3 {
+			return fmt.Errorf("usage: nodepulse %s pod NS/NAME", verb)
+		}
+		ns, name, err := c.podRef(c.args[2])
+		if err != nil {
+			return err
+		}
+		switch verb {
+		case "delete":
+			if _, err := cl.DeletePod(ctx, &podv1.DeletePodRequest{Namespace: ns, Name: name}); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.out, "pod/%s deleted (namespace %s)\n", name, ns)
+			return nil
+		case "explain":
+			r, err := cl.ExplainPod(ctx, &podv1.ExplainPodRequest{Namespace: ns, Name: name})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.out, "%s/%s: %s\n", ns, name, r.GetSummary())
+			for _, d := range r.GetDetails() {
+				fmt.Fprintf(c.out, "  - %s\n", d)
+			}
+			return nil
+		}
+		r, err := cl.GetPod(ctx, &podv1.GetPodRequest{Namespace: ns, Name: name})
+		if err != nil {
+			return err
+		}
+		ex, xerr := cl.ExplainPod(ctx, &podv1.ExplainPodRequest{Namespace: ns, Name: name})
+		evs, eerr := nodes.ListEvents(ctx, &nodev1.ListEventsRequest{Kind: "Pod", Namespace: ns, Name: name, Limit: 20})
+		DescribePod(c.out, time.Now(), r.GetPod(), ex, evs.GetEvents())
+		return errors.Join(xerr, eerr)
+	case "create":
+		if len(c.args) != 2 || c.file == "" {
+			return errors.New("usage: nodepulse create pod -f pod.json")
+		}
+		var b []byte
+		var err error
+		if c.file == "-" {
+			b, err = io.ReadAll(os.Stdin)
+		} else {
+			b, err = os.ReadFile(c.file)
+		}
+		if err != nil {
+			return err
+		}
+		p := &podv1.Pod{}
+		if err := protojson.Unmarshal(b, p); err != nil {
+			return fmt.Errorf("%s: not a protojson Pod: %w", c.file, err)
+		}
+		if c.namespace != "" && p.GetMetadata().GetNamespace() == "" && p.GetMetadata() != nil {
+			p.Metadata.Namespace = c.namespace
+		}
+		r, err := cl.CreatePod(ctx, &podv1.CreatePodRequest{Pod: p})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.out, "pod/%s created (namespace %s, uid %s)\n", r.GetPod().GetMetadata().GetName(), r.GetPod().GetMetadata().GetNamespace(), r.GetPod().GetMetadata().GetUid())
+		return nil
+	}
+	return fmt.Errorf("%s: not a pod command (get, describe, explain, create, delete)", verb)
+}
+
+// podRef parses "NS/NAME", or "NAME" in -n (default "default").
+func (c *command) podRef(s string) (string, string, error) {
+	if ns, name, ok := strings.Cut(s, "/"); ok {
+		if ns == "" || name == "" {
+			return "", "", fmt.Errorf("pod %q: want NS/NAME", s)
+		}
+		return ns, name, nil
+	}
+	ns := c.namespace
+	if ns == "" {
+		ns = "default"
+	}
+	return ns, s, nil
+}
+
+func (c *command) printPods(pods []*podv1.Pod, list bool) error {
+	switch c.output {
+	case "", "wide":
+		return printPodTable(c.out, pods, c.output == "wide", time.Now())
+	case "name":
+		for _, p := range pods {
+			fmt.Fprintf(c.out, "pod/%s/%s\n", p.GetMetadata().GetNamespace(), p.GetMetadata().GetName())
+		}
+		return nil
+	case "json", "yaml":
+		var doc []byte
+		var err error
+		if list {
+			items := make([]json.RawMessage, len(pods))
+			for i, p := range pods {
+				if items[i], err = protojson.Marshal(p); err != nil {
+					return err
+				}
+			}
+			doc, err = json.MarshalIndent(struct {
+				Kind  string            `json:"kind"`
+				Items []json.RawMessage `json:"items"`
+			}{"PodList", items}, "", "    ")
+		} else {
+			doc, err = jsonOpts.Marshal(pods[0])
+		}
+		if err != nil {
+			return err
+		}
+		if c.output == "yaml" {
+			if doc, err = yaml.JSONToYAML(doc); err != nil {
+				return err
+			}
+			_, err = c.out.Write(doc)
+			return err
+		}
+		_, err = fmt.Fprintln(c.out, string(doc))
+		return err
+	}
+	return fmt.Errorf("-o %q: want wide, json, yaml or name", c.output)
+}
+
+// podReady renders the READY column: the Ready condition's status.
+func podReady(p *podv1.Pod) string {
+	for _, c := range p.GetStatus().GetConditions() {
+		if c.GetType() == "Ready" {
+			return c.GetStatus()
+		}
+	}
+	return "<none>"
+}
+
+func ownerOf(p *podv1.Pod) string {
+	refs := p.GetMetadata().GetOwnerReferences()
+	for _, r := range refs {
+		if r.GetController() {
+			return r.GetKind() + "/" + r.GetName()
+		}
+	}
+	if len(refs) > 0 {
+		return refs[0].GetKind() + "/" + refs[0].GetName()
+	}
+	return "<none>"
+}
+
+func printPodTable(w io.Writer, pods []*podv1.Pod, wide bool, now time.Time) error {
+	if len(pods) == 0 {
+		_, err := fmt.Fprintln(w, "No pods found.")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	head := "NAMESPACE\tNAME\tREADY\tSTATUS\tNODE\tAGE"
+	if wide {
+		head += "\tOWNER\tTOLERATIONS"
+	}
+	fmt.Fprintln(tw, head)
+	for _, p := range pods {
+		md := p.GetMetadata()
+		age := "<unknown>"
+		if ct := md.GetCreationTimestamp(); ct != nil {
+			age = HumanDuration(now.Sub(ct.AsTime()))
+		}
+		st := orNone(p.GetStatus().GetPhase())
+		for _, c := range p.GetStatus().GetConditions() {
+			if c.GetType() == "DisruptionTarget" && c.GetStatus() == nodemodel.True {
+				st += ",DisruptionTarget"
+			}
+		}
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", md.GetNamespace(), md.GetName(), podReady(p), st, orNone(p.GetSpec().GetNodeName()), age)
+		if wide {
+			row += fmt.Sprintf("\t%s\t%d", ownerOf(p), len(p.GetSpec().GetTolerations()))
+		}
+		fmt.Fprintln(tw, row)
+	}
+	return tw.Flush()
+}
+
+// DescribePod writes the kubectl-describe-like view of a pod.
+func DescribePod(w io.Writer, now time.Time, p *podv1.Pod, ex *podv1.ExplainPodResponse, evs []*nodev1.Event) {
+	md := p.GetMetadata()
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintf(tw, "Name:\t%s\n", md.GetName())
+	fmt.Fprintf(tw, "Namespace:\t%s\n", md.GetNamespace())
+	fmt.Fprintf(tw, "UID:\t%s\n", md.GetUid())
+	fmt.Fprintf(tw, "Node:\t%s\n", orNone(p.GetSpec().GetNodeName()))
+	fmt.Fprintf(tw, "Controlled By:\t%s\n", ownerOf(p))
+	fmt.Fprintf(tw, "CreationTimestamp:\t%s\n", ts(md.GetCreationTimestamp(), md.GetCreationTimestamp() != nil))
+	fmt.Fprintf(tw, "Status:\t%s\n", orNone(p.GetStatus().GetPhase()))
+	fmt.Fprintf(tw, "HostNetwork:\t%v\n", p.GetSpec().GetHostNetwork())
+	var labels []string
+	for k, v := range md.GetLabels() {
+		labels = append(labels, k+"="+v)
+	}
+	fmt.Fprintf(tw, "Labels:\t%s\n", orNone(strings.Join(sorted(labels), ",")))
+	tw.Flush()
+	fmt.Fprintln(w, "Conditions:")
+	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "  Type\tStatus\tLastTransitionTime\tReason\tMessage")
+	for _, c := range p.GetStatus().GetConditions() {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.GetType(), c.GetStatus(), ts(c.GetLastTransitionTime(), c.GetLastTransitionTime() != nil), c.GetReason(), c.GetMessage())
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "Tolerations:")
+	for _, t := range p.GetSpec().GetTolerations() {
+		op := t.GetOperator()
+		if op == "" {
+			op = "Equal"
+		}
+		s := t.GetKey()
+		if s == "" {
+			s = "<all keys>"
+		}
+		if op == "Equal" || op == "Lt" || op == "Gt" {
+			s += " " + op + " " + t.GetValue()
+		} else {
+			s += " op=" + op
+		}
+		if t.GetEffect() != "" {
+			s += ":" + t.GetEffect()
+		}
+		if t.TolerationSeconds != nil {
+			s += fmt.Sprintf(" for %ds", t.GetTolerationSeconds())
+		}
+		fmt.Fprintf(w, "  %s\n", s)
+	}
+	if ex != nil {
+		fmt.Fprintln(w, "Explanation:")
+		fmt.Fprintf(w, "  %s\n", ex.GetSummary())
+	}
+	fmt.Fprintln(w, "Events:")
+	printEvents(w, evs, now, "  ")
+}
+
+func sorted(s []string) []string {
+	slices.Sort(s)
+	return s
+}
