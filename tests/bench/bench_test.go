@@ -272,7 +272,7 @@ func TestChartIsWellFormedSVG(t *testing.T) {
 func TestConfigSteps(t *testing.T) {
 	c := Config{Nodes: 50000, BaselineSteps: "10000, 25000,50000,80000", Connections: 1000, LeaseSeconds: 40}
 	s, err := c.Steps()
-	if err != nil || len(s) != 3 || s[0] != 10000 || s[1] != 25000 || s[2] != 50000 {
+	if err != nil || len(s) != 4 || s[0] != 10000 || s[1] != 25000 || s[2] != 50000 || s[3] != 80000 {
 		t.Errorf("steps %v %v", s, err)
 	}
 	c.BaselineSteps = "x"

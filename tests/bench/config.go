@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -63,6 +64,7 @@ type Config struct {
 	Restart       bool
 	Baseline      bool
 	BaselineSteps string
+	BaselineRamp  float64
 	BaselineHold  time.Duration
 	StepHold      time.Duration
 	BaselineWork  int
@@ -86,7 +88,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Nodes, "nodes", 100000, "virtual nodes N")
 	fs.IntVar(&c.Connections, "connections", 1000, "gRPC connections the simulators multiplex the N streams over, in total (at most 1000 on one box; -1: one connection per node, needs N < ~19,000 per process)")
 	fs.Float64Var(&c.KillFraction, "kill-fraction", 0.10, "fraction of the nodes in the simulator that is SIGKILLed at once")
-	fs.Float64Var(&c.RampRate, "ramp-rate", 5000, "registrations started per second, over both simulators")
+	fs.Float64Var(&c.RampRate, "ramp-rate", 250, "registrations started per second, over both simulators (the collector registers ~150-300 nodes/s on this 2-core box; faster ramps end in a retry storm: see docs/benchmarks.md)")
 	fs.DurationVar(&c.Hold, "hold", 150*time.Second, "steady stage duration (long enough to include the 5-minute status re-sends, ±50% jitter, of the earliest nodes)")
 	fs.DurationVar(&c.Grace, "grace", 40*time.Second, "monitor --node-monitor-grace-period")
 	fs.DurationVar(&c.MonitorPeriod, "monitor-period", 5*time.Second, "monitor --node-monitor-period")
@@ -97,7 +99,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Kill, "kill", true, "run the kill stage")
 	fs.BoolVar(&c.Restart, "restart", true, "run the collector restart stage")
 	fs.BoolVar(&c.Baseline, "baseline", true, "run the Kubernetes-style baseline stages")
-	fs.StringVar(&c.BaselineSteps, "baseline-steps", "10000,25000,50000", "baseline node counts below N to step through (each held --step-hold) before the equal-N stage")
+	fs.StringVar(&c.BaselineSteps, "baseline-steps", "10000,25000,50000,100000", "baseline node counts to step through in ascending order together with N (each held --step-hold; N is held --baseline-hold and compared with nodepulse)")
+	fs.Float64Var(&c.BaselineRamp, "baseline-ramp-rate", 5000, "baseline writer: new Leases created per second when it steps up")
 	fs.DurationVar(&c.BaselineHold, "baseline-hold", 60*time.Second, "baseline stage duration at N")
 	fs.DurationVar(&c.StepHold, "step-hold", 30*time.Second, "duration of each baseline step below N")
 	fs.IntVar(&c.BaselineWork, "baseline-workers", 256, "baseline writer: concurrent Txns in flight at most (the API server's etcd client concurrency)")
@@ -155,9 +158,10 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Steps parses --baseline-steps (values ≥ N are dropped: N is always last).
+// Steps parses --baseline-steps and adds N: every count once, ascending.
 func (c *Config) Steps() ([]int, error) {
-	var out []int
+	seen := map[int]bool{c.Nodes: true}
+	out := []int{c.Nodes}
 	for _, f := range strings.Split(c.BaselineSteps, ",") {
 		f = strings.TrimSpace(f)
 		if f == "" {
@@ -167,11 +171,13 @@ func (c *Config) Steps() ([]int, error) {
 		if err != nil || n <= 0 {
 			return nil, fmt.Errorf("--baseline-steps: bad count %q", f)
 		}
-		if n < c.Nodes {
+		if !seen[n] {
+			seen[n] = true
 			out = append(out, n)
 		}
 	}
-	return append(out, c.Nodes), nil
+	sort.Ints(out)
+	return out, nil
 }
 
 // KillCount is the number of nodes in the simulator that is killed.

@@ -645,6 +645,8 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	if !ok {
 		v := r.obs.Snapshot()
+		st := r.addStage("ramp (incomplete)", "nodepulse", c.Nodes, rampStart, r.takeSnap(ctx), pre)
+		st.Note += fmt.Sprintf("; only %d of %d nodes attached when the ramp timed out", v.Attached, c.Nodes)
 		return fmt.Errorf("ramp: only %d of %d nodes attached and %d Ready after %s (feed connected %v, monitor watch connected %v)",
 			v.Attached, c.Nodes, v.Ready, rampTimeout, v.FeedConnected, v.WatchConnected)
 	}
@@ -843,7 +845,7 @@ func (r *runner) baseline(ctx context.Context) error {
 	}
 	w, err := r.startProc("writer", self, "k8s-writer", "--etcd="+strings.TrimPrefix(r.etcdURL, "http://"), "--listen="+r.writerAddr,
 		"--clients="+fmt.Sprint(c.BaselineConns), "--workers="+fmt.Sprint(c.BaselineWork), "--interval="+c.RenewInterval().String(),
-		"--ramp-rate="+fmt.Sprint(c.RampRate))
+		"--ramp-rate="+fmt.Sprint(c.BaselineRamp))
 	if err != nil {
 		return err
 	}
@@ -853,7 +855,7 @@ func (r *runner) baseline(ctx context.Context) error {
 	steps, _ := c.Steps()
 	for i, n := range steps {
 		hold := c.StepHold
-		if i == len(steps)-1 {
+		if n == c.Nodes {
 			hold = c.BaselineHold
 		}
 		name := fmt.Sprintf("baseline-%d", n)
@@ -861,7 +863,7 @@ func (r *runner) baseline(ctx context.Context) error {
 			return err
 		}
 		r.logf("%s: ramping the Kubernetes-style writer to %d nodes", name, n)
-		ok, err := r.waitFor(ctx, time.Duration(float64(n)/max(c.RampRate, 1)*float64(time.Second))+90*time.Second, []string{"etcd", "writer"}, func() bool {
+		ok, err := r.waitFor(ctx, time.Duration(float64(n)/max(c.BaselineRamp, 1)*float64(time.Second))+90*time.Second, []string{"etcd", "writer"}, func() bool {
 			ws := r.writerStats(ctx)
 			return ws != nil && int(ws.Created) >= n
 		})
@@ -879,7 +881,7 @@ func (r *runner) baseline(ctx context.Context) error {
 		}
 		r.mark(fmt.Sprintf("baseline %d", n))
 		r.resetRSSMax()
-		if i == len(steps)-1 {
+		if n == c.Nodes {
 			r.profile(ctx, "baseline", hold)
 		}
 		b0 := r.takeSnap(ctx)
@@ -891,6 +893,10 @@ func (r *runner) baseline(ctx context.Context) error {
 		s.Note = note
 		if i == len(steps)-1 {
 			s.EtcdKeys = r.etcdKeys(ctx)
+		}
+		if !sustains(s, c.RenewInterval().Seconds()) && n > c.Nodes {
+			r.logf("%s: saturated; larger steps skipped", name)
+			break
 		}
 		r.logf("%s: %.0f renewals/s, p99 %s", name, s.RenewalsPS, fdur(s.Ack.P99))
 	}
