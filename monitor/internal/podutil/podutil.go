@@ -13,28 +13,19 @@ import (
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 
-// Pod condition types and the evictor's reason and message (spec §7).
+// Pod condition types, phases, owner kinds, and the evictor's reason and
+// message (spec §7).
 const (
-	Ready                  = "Ready"
-	DisruptionTarget       = "DisruptionTarget"
-	ReasonTaintManager     = "DeletionByTaintManager"
-	MessageTaintManager    = "Taint manager: deleting due to NoExecute taint"
-	PhasePending           = "Pending"
-	PhaseRunning           = "Running"
-	PhaseSucceeded         = "Succeeded"
-	PhaseFailed            = "Failed"
-	PhaseUnknown           = "Unknown"
-	OwnerKindStatefulSet   = "StatefulSet"
-	OwnerKindDaemonSet     = "DaemonSet"
-	OwnerKindNode          = "Node"
-	OwnerKindReplicaSet    = "ReplicaSet"
-	OwnerKindJob           = "Job"
-	OwnerKindDeployment    = "Deployment"
-	EvictorEventSource     = "taint-eviction-controller"
-	EventReasonTaintEvict  = "TaintManagerEviction"
-	ControllerEventSource  = "node-controller"
-	EventReasonNodeNotRdy  = "NodeNotReady"
-	MessageNodeNotReadyPod = "Node is not ready"
+	Ready                = "Ready"
+	DisruptionTarget     = "DisruptionTarget"
+	ReasonTaintManager   = "DeletionByTaintManager"
+	MessageTaintManager  = "Taint manager: deleting due to NoExecute taint"
+	PhasePending         = "Pending"
+	PhaseRunning         = "Running"
+	PhaseSucceeded       = "Succeeded"
+	PhaseFailed          = "Failed"
+	PhaseUnknown         = "Unknown"
+	OwnerKindStatefulSet = "StatefulSet"
 )
 
 // Phases are the accepted pod phases.
