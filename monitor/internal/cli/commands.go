@@ -411,9 +411,11 @@ func DescribeNode(w io.Writer, now time.Time, n *nodev1.Node, lease *nodev1.GetL
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
+		rtw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 		for _, k := range keys {
-			fmt.Fprintf(w, "  %s:\t%s\n", k, m[k])
+			fmt.Fprintf(rtw, "  %s:\t%s\n", k, m[k])
 		}
+		rtw.Flush()
 	}
 	res("Capacity", n.GetStatus().GetCapacity())
 	res("Allocatable", n.GetStatus().GetAllocatable())
