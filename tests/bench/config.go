@@ -30,7 +30,7 @@ a monitor and the reporter simulator in two processes (the survivors and the
   restart    SIGTERM the collector, start a new one on the same port: time until
              every survivor is attached again, and the Unknowns it caused
   baseline-* the Kubernetes write path on the same etcd (nodepulse stopped first):
-             every node writes its ~0.5 KB Lease as one etcd Txn every 10 s,
+             every node writes its ~0.7 KB Lease as one etcd Txn every 10 s,
              stepped through --baseline-steps and then N, to find the largest N
              whose renewal p99 stays under 1 s
 
