@@ -461,3 +461,24 @@ func ParseReserved(m map[string]string) (map[string]quantity.Quantity, error) {
 	}
 	return out, nil
 }
+
+// ConditionText returns the reason and message the setters write for a
+// kubelet condition in the given status (True/False), so a caller that keeps
+// only compact state (the fleet simulator) can rebuild the previous
+// conditions exactly; "" for combinations the setters do not produce on
+// their own (Ready False carries the error text).
+func ConditionText(condType, status string) (reason, message string) {
+	for _, t := range []pressureText{memoryText, diskText, pidText} {
+		if t.condType != condType {
+			continue
+		}
+		if status == nodemodel.True {
+			return t.trueReason, t.trueMessage
+		}
+		return t.falseReason, t.falseMsg
+	}
+	if condType == nodemodel.Ready && status == nodemodel.True {
+		return ReasonReady, MessageReady
+	}
+	return "", ""
+}

@@ -464,11 +464,19 @@ func (s *Simulator) status(i int, n *vnode, now time.Time) *nodev1.NodeStatus {
 	if diskPressure {
 		diskStatus = nodemodel.True
 	}
+	// The previous conditions, rebuilt from compact state exactly as they
+	// were sent (reasons and messages included): the setters keep an
+	// unchanged condition's reason and message, so an incomplete rebuild
+	// would make every periodic re-send look like a change to the collector.
+	cond := func(typ, status string, since *timestamppb.Timestamp) *nodev1.NodeCondition {
+		reason, msg := setters.ConditionText(typ, status)
+		return &nodev1.NodeCondition{Type: typ, Status: status, Reason: reason, Message: msg, LastTransitionTime: since}
+	}
 	old := &nodev1.NodeStatus{Conditions: []*nodev1.NodeCondition{
-		{Type: nodemodel.MemoryPressure, Status: memStatus, LastTransitionTime: memSince},
-		{Type: nodemodel.DiskPressure, Status: diskStatus, LastTransitionTime: reg},
-		{Type: nodemodel.PIDPressure, Status: nodemodel.False, LastTransitionTime: reg},
-		{Type: nodemodel.Ready, Status: nodemodel.True, LastTransitionTime: reg},
+		cond(nodemodel.MemoryPressure, memStatus, memSince),
+		cond(nodemodel.DiskPressure, diskStatus, reg),
+		cond(nodemodel.PIDPressure, nodemodel.False, reg),
+		cond(nodemodel.Ready, nodemodel.True, reg),
 	}}
 	if !n.sentStatus {
 		old = nil // first status of a stream: fresh node semantics
