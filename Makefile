@@ -17,7 +17,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/nodepulse/nodepulse/services/version.Version=$(VERSION)
 # Every Go module of the workspace (go test ./... does not cross go.work modules).
 MODULES := $(shell go list -m -f '{{.Dir}}')
-BINARIES := etcd collector monitor reporter nodepulse localstack
+BINARIES := etcd collector monitor reporter nodepulse localstack bench
 
 .PHONY: help
 help: ## show this help
@@ -41,6 +41,7 @@ build: ## build every binary into bin/ (static, CGO_ENABLED=0)
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/reporter ./reporter/cmd/reporter
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/nodepulse ./monitor/cmd/nodepulse
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/localstack ./tests/cmd/localstack
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/bench ./tests/cmd/bench
 
 .PHONY: run
 run: build ## start etcd, collector, monitor and a reporter for this machine; Ctrl-C stops all
@@ -60,6 +61,14 @@ up: images ## start the docker compose stack (PLAINTEXT dev mode, ports on 127.0
 .PHONY: down
 down: ## stop the docker compose stack and delete its etcd volumes
 	$(COMPOSE) down -v --remove-orphans
+
+.PHONY: bench
+bench: build ## scale benchmark: 100,000 nodes vs the Kubernetes write path; report in .run/bench/ (PROFILE=1 for profiles)
+	bin/bench --bin-dir bin --nodes=100000 --connections=1000 --wait-load=4 --wait-load-max=5m
+
+.PHONY: bench-quick
+bench-quick: build ## scale benchmark smoke test (CI): 3,000 nodes, < 2 min, fails only on broken plumbing
+	bin/bench --bin-dir bin --quick --out .run/bench/quick
 
 .PHONY: test
 test: ## run every test of every module (unit, store conformance, integration, e2e)
