@@ -119,6 +119,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Persist.CheckpointInterval, "lease.checkpoint-interval", pc.CheckpointInterval, "write each attached node's lease to etcd this often (plus once at attach); the staleness bound of leases/ in etcd")
 	fs.Float64Var(&c.Persist.CheckpointTxnPerSecond, "lease.checkpoint-txn-per-second", pc.CheckpointTxnPerSecond, "cap on lease checkpoint Txns per second (each up to --etcd.max-txn-ops leases), to spread attach storms")
 	fs.DurationVar(&c.Persist.PingInterval, "etcd.ping-interval", pc.PingInterval, "how often etcd availability is probed (readiness)")
+	fs.IntVar(&c.Persist.PingFailures, "etcd.ping-failures", pc.PingFailures, "consecutive failed pings before etcd is declared unavailable (a failed write declares it at once)")
+	fs.IntVar(&c.Persist.RegisterConcurrency, "registration.concurrency", pc.RegisterConcurrency, "registration batches (one read Txn + one create Txn of up to --etcd.max-txn-ops/3 nodes each) in flight at once")
 
 	fs.DurationVar(&c.Feed.BatchInterval, "feed.batch-interval", fc.BatchInterval, "liveness feed: pending events are sent this often")
 	fs.DurationVar(&c.Feed.HeartbeatInterval, "feed.heartbeat-interval", fc.HeartbeatInterval, "liveness feed: longest gap between batches (empty batches fill quiet periods)")
@@ -136,6 +138,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Persist.CheckpointInterval < time.Second {
 		errs = append(errs, fmt.Errorf("--lease.checkpoint-interval (%s) must be at least 1s", c.Persist.CheckpointInterval))
+	}
+	if c.Persist.RegisterConcurrency < 1 || c.Persist.RegisterConcurrency > 256 {
+		errs = append(errs, fmt.Errorf("--registration.concurrency (%d) must be between 1 and 256", c.Persist.RegisterConcurrency))
+	}
+	if c.Persist.PingFailures < 1 {
+		errs = append(errs, fmt.Errorf("--etcd.ping-failures (%d) must be at least 1", c.Persist.PingFailures))
 	}
 	if c.Ingest.Limits.MaxClockSkew < 0 {
 		errs = append(errs, fmt.Errorf("--max-clock-skew must not be negative"))

@@ -14,6 +14,9 @@ type metrics struct {
 	available    prometheus.Gauge
 	ckPending    prometheus.Gauge
 	checkpoints  prometheus.Counter
+	regQueued    prometheus.Gauge
+	regInFlight  prometheus.Gauge
+	pingFailures prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, table *live.Table) (*metrics, error) {
@@ -48,13 +51,25 @@ func newMetrics(reg prometheus.Registerer, table *live.Table) (*metrics, error) 
 			Name: "nodepulse_collector_lease_checkpoints_total",
 			Help: "Leases written to etcd.",
 		}),
+		regQueued: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodepulse_collector_registrations_queued",
+			Help: "Registrations waiting for a registration worker.",
+		}),
+		regInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodepulse_collector_registration_batches_in_flight",
+			Help: "Registration batches being read from or written to etcd (at most --registration.concurrency).",
+		}),
+		pingFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodepulse_collector_etcd_ping_failures_total",
+			Help: "Failed etcd availability pings (etcd is declared unavailable after --etcd.ping-failures in a row).",
+		}),
 	}
 	unpersisted := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "nodepulse_collector_leases_unpersisted",
 		Help: "Attached nodes whose latest acknowledged renewal is not yet in etcd (acknowledged-but-unpersisted backlog).",
 	}, func() float64 { return float64(table.Unpersisted()) })
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.txns, m.writeSeconds, m.batchOps, m.queued, m.available, m.ckPending, m.checkpoints, unpersisted} {
+		for _, c := range []prometheus.Collector{m.txns, m.writeSeconds, m.batchOps, m.queued, m.available, m.ckPending, m.checkpoints, m.regQueued, m.regInFlight, m.pingFailures, unpersisted} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -5,7 +5,10 @@
 //   - Registrations: create nodes/<name> if absent and read the node's
 //     stored status/ and health/ to answer with the served node. Concurrent
 //     registrations (a storm after a collector restart) share one
-//     multi-key read Txn and one create Txn.
+//     multi-key read Txn and one create Txn per batch, and
+//     RegisterConcurrency batches are in flight at once, so the rate scales
+//     with etcd round trips in parallel rather than one batch at a time.
+//     A full queue is refused with a retry delay that grows with its depth.
 //   - Status: written only when it changed (the caller compares with the
 //     stored copy); concurrent writes from many streams are group-committed
 //     into one Txn per commit window. The caller acks only after commit.
@@ -15,13 +18,16 @@
 //     the attach pattern was.
 //
 // Availability: a ping loop and every write result tell whether etcd
-// answers; callers refuse durable work at once while it does not.
+// answers; callers refuse durable work at once while it does not. One
+// failed write is an outage; pings count only after PingFailures in a row,
+// since a loaded etcd can miss one ping's deadline and still commit.
 package persist
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,8 +68,17 @@ type Config struct {
 	CheckpointTxnPerSecond float64
 	// QueueSize bounds pending status writes and registrations.
 	QueueSize int
+	// RegisterConcurrency: registration batches in flight at once. Each
+	// batch is one read Txn and (for new nodes) one create Txn, so the
+	// registration rate is about RegisterConcurrency × batch size / (two
+	// etcd round trips).
+	RegisterConcurrency int
 	// PingInterval of the availability probe.
 	PingInterval time.Duration
+	// PingFailures: consecutive failed pings before etcd is declared
+	// unavailable. One slow ping under load is not an outage; a failed
+	// write still declares it at once.
+	PingFailures int
 	// RetryInterval: a failed checkpoint is retried after this.
 	RetryInterval time.Duration
 }
@@ -75,7 +90,9 @@ func DefaultConfig() Config {
 		CheckpointInterval:     5 * time.Minute,
 		CheckpointTxnPerSecond: 25,
 		QueueSize:              10000,
+		RegisterConcurrency:    8,
 		PingInterval:           time.Second,
+		PingFailures:           3,
 		RetryInterval:          2 * time.Second,
 	}
 }
@@ -104,6 +121,9 @@ type Persister struct {
 	ckWake chan struct{}
 
 	available   atomic.Bool
+	pingFails   atomic.Int32 // consecutive failed pings; reset by any answer
+	regDone     atomic.Int64 // registrations answered since the last rate tick
+	regRateBits atomic.Uint64
 	downSinceNs atomic.Int64 // unix nanos of the first failure of the current outage; 0 when up
 	lastErr     atomic.Pointer[string]
 }
@@ -112,6 +132,12 @@ type Persister struct {
 func New(cfg Config, store Store, table *live.Table, lg *zap.Logger, reg prometheus.Registerer) (*Persister, error) {
 	if cfg.CollectorID == "" {
 		return nil, errors.New("persist: collector id is empty")
+	}
+	if cfg.RegisterConcurrency <= 0 {
+		cfg.RegisterConcurrency = 1
+	}
+	if cfg.PingFailures <= 0 {
+		cfg.PingFailures = 1
 	}
 	if cfg.CheckpointInterval <= 0 || cfg.CommitWindow < 0 || cfg.QueueSize <= 0 || cfg.CheckpointTxnPerSecond <= 0 {
 		return nil, fmt.Errorf("persist: invalid config %+v", cfg)
@@ -138,9 +164,13 @@ func New(cfg Config, store Store, table *live.Table, lg *zap.Logger, reg prometh
 // write what is pending.
 func (p *Persister) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	for _, f := range []func(context.Context){p.statusLoop, p.registerLoop, p.checkpointLoop, p.pingLoop} {
+	for _, f := range []func(context.Context){p.statusLoop, p.checkpointLoop, p.pingLoop, p.rateLoop} {
 		wg.Add(1)
 		go func() { defer wg.Done(); f(ctx) }()
+	}
+	for range p.cfg.RegisterConcurrency {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.registerLoop(ctx) }()
 	}
 	wg.Wait()
 	return nil
@@ -174,6 +204,7 @@ func (p *Persister) ReadyCheck() error {
 // are answers, so they count as success.
 func (p *Persister) observe(err error) {
 	if err == nil || errors.Is(err, nodestore.ErrConflict) || errors.Is(err, nodestore.ErrNotFound) {
+		p.pingFails.Store(0)
 		if !p.available.Swap(true) {
 			p.lg.Info("etcd available again", zap.Duration("outage", p.UnavailableFor()))
 		}
@@ -211,8 +242,23 @@ func (p *Persister) pingLoop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		p.observe(err)
+		p.observePing(err)
 	}
+}
+
+// observePing records a ping result: a failure counts only once
+// PingFailures pings in a row have failed, because under load a single ping
+// can miss its deadline while etcd still commits every write.
+func (p *Persister) observePing(err error) {
+	if err != nil && !errors.Is(err, context.Canceled) {
+		if n := p.pingFails.Add(1); int(n) < p.cfg.PingFailures {
+			p.m.pingFailures.Inc()
+			p.lg.Debug("etcd ping failed", zap.Int32("consecutive", n), zap.Error(err))
+			return
+		}
+		p.m.pingFailures.Inc()
+	}
+	p.observe(err)
 }
 
 // apply is store.Apply with metrics and availability bookkeeping.
@@ -373,6 +419,7 @@ func (p *Persister) Register(ctx context.Context, node *nodev1.Node) (Registered
 	default:
 		return Registered{}, ErrBusy
 	}
+	p.m.regQueued.Set(float64(len(p.regQ)))
 	select {
 	case res := <-r.done:
 		return res.reg, res.err
@@ -381,8 +428,51 @@ func (p *Persister) Register(ctx context.Context, node *nodev1.Node) (Registered
 	}
 }
 
+// RegisterRetryAfter is how long a refused registration should wait: the
+// time the workers need to drain the queue as it is now, at the rate they
+// answered registrations over the last seconds. It grows with the queue, so
+// a fleet refused while the queue is deep spreads its retries over the
+// time the collector needs for the work already accepted, instead of
+// coming back at once and being refused again.
+func (p *Persister) RegisterRetryAfter() time.Duration {
+	depth := float64(len(p.regQ))
+	rate := math.Float64frombits(p.regRateBits.Load())
+	// Before the first measurement assume one registration per worker per
+	// 100 ms, the order of two etcd round trips.
+	rate = max(rate, 10*float64(p.cfg.RegisterConcurrency))
+	d := time.Duration(depth / rate * float64(time.Second))
+	return min(max(d, time.Second), time.Minute)
+}
+
+// rateLoop measures registrations answered per second (an exponentially
+// weighted average), for RegisterRetryAfter.
+func (p *Persister) rateLoop(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	rate := 0.0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		done := float64(p.regDone.Swap(0))
+		if done > 0 || len(p.regQ) == 0 {
+			rate = 0.7*rate + 0.3*done
+		}
+		p.regRateBits.Store(math.Float64bits(rate))
+		p.m.regQueued.Set(float64(len(p.regQ)))
+	}
+}
+
+// registerLoop is one registration worker; RegisterConcurrency of them take
+// batches from the same queue, so that many batches are in flight at once.
+// A batch takes what is queued (up to what fits one read Txn: three reads
+// per node) and waits up to the commit window for more only while it is
+// not full, so a deep queue yields full batches at once.
 func (p *Persister) registerLoop(ctx context.Context) {
-	// Three reads per node must fit one Txn.
+	// Three reads per node must fit one Txn (and the creates, one per
+	// node, then fit too).
 	per := max(1, p.store.MaxOps()/3)
 	for {
 		var first *regReq
@@ -406,7 +496,10 @@ func (p *Persister) registerLoop(ctx context.Context) {
 			}
 		}
 		timer.Stop()
+		p.m.regInFlight.Inc()
 		p.registerBatch(ctx, batch)
+		p.m.regInFlight.Dec()
+		p.regDone.Add(int64(len(batch)))
 	}
 }
 

@@ -1,0 +1,207 @@
+package persist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nodepulse/nodepulse/collector/internal/live"
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/services/nodestore"
+	"github.com/nodepulse/nodepulse/services/nodestore/memstore"
+)
+
+// gateStore holds every registration read (GetMany) until the gate opens,
+// and records how many were waiting at once: a stand-in for etcd round
+// trips that take a while.
+type gateStore struct {
+	*memstore.Store
+	maxOps   int
+	gate     chan struct{}
+	inFlight atomic.Int32
+	peak     atomic.Int32
+}
+
+func (g *gateStore) MaxOps() int { return g.maxOps }
+
+func (g *gateStore) GetMany(ctx context.Context, refs []nodestore.Ref) ([]nodestore.GetResult, error) {
+	n := g.inFlight.Add(1)
+	defer g.inFlight.Add(-1)
+	for {
+		p := g.peak.Load()
+		if n <= p || g.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return nodestore.GetMany(ctx, g.Store, 0, refs) // memstore has no multi-get: one Get per ref
+}
+
+func newGated(t *testing.T, concurrency int) (*Persister, *gateStore, context.Context) {
+	t.Helper()
+	mem := memstore.New(memstore.Config{})
+	// Three ops per Txn: one node per registration batch, so every
+	// registration is its own batch and concurrency is visible directly.
+	g := &gateStore{Store: mem, maxOps: 3, gate: make(chan struct{})}
+	cfg := DefaultConfig()
+	cfg.CollectorID = "c-test"
+	cfg.CommitWindow = 0
+	cfg.RegisterConcurrency = concurrency
+	cfg.PingInterval = time.Hour
+	p, err := New(cfg, g, live.New(1<<10), zap.NewNop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; _ = mem.Close() })
+	return p, g, ctx
+}
+
+func testNode(name, uid string) *nodev1.Node {
+	return &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: name, Uid: uid}, Spec: &nodev1.NodeSpec{}}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestRegistrationBatchesRunConcurrently(t *testing.T) {
+	const workers, regs = 8, 20
+	p, g, ctx := newGated(t, workers)
+	var wg sync.WaitGroup
+	res := make([]Registered, regs)
+	errs := make([]error, regs)
+	for i := range regs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i], errs[i] = p.Register(ctx, testNode(fmt.Sprintf("node-%02d", i), fmt.Sprintf("uid-%02d", i)))
+		}()
+	}
+	// With every read held, exactly `workers` batches are in flight.
+	waitUntil(t, "8 registration batches in flight", func() bool { return g.inFlight.Load() == workers })
+	time.Sleep(20 * time.Millisecond)
+	if n := g.peak.Load(); n != workers {
+		t.Fatalf("peak batches in flight = %d, want %d", n, workers)
+	}
+	close(g.gate)
+	wg.Wait()
+	for i := range regs {
+		if errs[i] != nil {
+			t.Fatalf("registration %d: %v", i, errs[i])
+		}
+		if !res[i].Created || res[i].Node.GetMetadata().GetUid() != fmt.Sprintf("uid-%02d", i) {
+			t.Fatalf("registration %d: %+v", i, res[i])
+		}
+		o, err := g.Store.Get(ctx, nodestore.Nodes, fmt.Sprintf("node-%02d", i))
+		if err != nil || o.Value.(*nodev1.Node).GetMetadata().GetUid() != fmt.Sprintf("uid-%02d", i) {
+			t.Fatalf("node-%02d in store: %v %v", i, o.Value, err)
+		}
+	}
+}
+
+// Two batches in flight at once for the same new node both read "absent";
+// the IfAbsent create lets exactly one win, the other falls back to reading
+// what the winner stored, so both streams are answered with the same node.
+func TestConcurrentBatchesSameNameAgree(t *testing.T) {
+	p, g, ctx := newGated(t, 4)
+	var wg sync.WaitGroup
+	var res [2]Registered
+	var errs [2]error
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i], errs[i] = p.Register(ctx, testNode("node-dup", fmt.Sprintf("uid-%d", i)))
+		}()
+	}
+	waitUntil(t, "both batches in flight", func() bool { return g.inFlight.Load() == 2 })
+	close(g.gate)
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatal(errs)
+	}
+	if res[0].Created == res[1].Created {
+		t.Fatalf("created = %v, %v: want exactly one", res[0].Created, res[1].Created)
+	}
+	if u0, u1 := res[0].Node.GetMetadata().GetUid(), res[1].Node.GetMetadata().GetUid(); u0 != u1 {
+		t.Fatalf("uids differ: %s vs %s", u0, u1)
+	}
+}
+
+func TestRegisterRetryAfterGrowsWithQueue(t *testing.T) {
+	p, g, ctx := newGated(t, 1)
+	defer close(g.gate)
+	short := p.RegisterRetryAfter()
+	for i := range 200 {
+		go func() { _, _ = p.Register(ctx, testNode(fmt.Sprintf("node-%03d", i), "u")) }()
+	}
+	waitUntil(t, "queue filled", func() bool { return len(p.regQ) >= 199 })
+	if long := p.RegisterRetryAfter(); long <= short {
+		t.Fatalf("retry after %s with a deep queue, %s with an empty one: want it to grow", long, short)
+	}
+}
+
+func TestOneSlowPingDoesNotFlipAvailability(t *testing.T) {
+	mem := memstore.New(memstore.Config{})
+	defer mem.Close()
+	cfg := DefaultConfig()
+	cfg.CollectorID = "c-test"
+	p, err := New(cfg, mem, live.New(1<<10), zap.NewNop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := fmt.Errorf("ping: %w", context.DeadlineExceeded)
+	for round := range 3 {
+		// Up to PingFailures-1 failed pings in a row, then an answer: never
+		// unavailable.
+		for range cfg.PingFailures - 1 {
+			p.observePing(slow)
+			if !p.Available() {
+				t.Fatalf("round %d: unavailable after fewer than %d failed pings", round, cfg.PingFailures)
+			}
+		}
+		p.observePing(nil)
+	}
+	// A successful write also resets the count.
+	p.observePing(slow)
+	p.observePing(slow)
+	p.observe(nil)
+	p.observePing(slow)
+	if !p.Available() {
+		t.Fatal("a write answered in between: the earlier failed pings must not count")
+	}
+	p.observePing(slow)
+	p.observePing(slow)
+	if p.Available() {
+		t.Fatalf("still available after %d consecutive failed pings", cfg.PingFailures)
+	}
+	p.observePing(nil)
+	if !p.Available() {
+		t.Fatal("not available again after a ping answered")
+	}
+	// A failed write is an outage at once.
+	p.observe(errors.New("etcdserver: request timed out"))
+	if p.Available() {
+		t.Fatal("a failed write must declare etcd unavailable at once")
+	}
+}
