@@ -31,6 +31,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -113,6 +114,8 @@ type Server struct {
 
 	mu      sync.Mutex
 	streams map[string]*stream
+
+	refusals refusalLog
 }
 
 type stream struct {
@@ -217,11 +220,15 @@ func (s *Server) Run(ctx context.Context) error {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	told := false
-	for {
+	for tick := 1; ; tick++ {
 		select {
 		case <-ctx.Done():
+			s.refusals.flush(s.lg)
 			return nil
 		case <-t.C:
+		}
+		if tick%refusalLogEvery == 0 {
+			s.refusals.flush(s.lg)
 		}
 		down := s.p.UnavailableFor()
 		switch {
@@ -326,11 +333,19 @@ func (s *Server) register(ctx context.Context, cancel context.CancelCauseFunc, s
 	res, err := s.p.Register(ctx, newNode(reg, now))
 	if err != nil {
 		s.m.messages.WithLabelValues("register", "unavailable").Inc()
-		lg.Warn("registration failed", zap.Error(err))
-		if errors.Is(err, persist.ErrBusy) {
-			return nil, nil, status.Error(codes.ResourceExhausted, "registration queue full: retry with backoff")
+		if ctx.Err() != nil {
+			// The reporter gave up (or a newer stream superseded this
+			// one) while the registration waited: nothing to answer.
+			return nil, nil, status.FromContextError(ctx.Err()).Err()
 		}
-		return nil, nil, status.Errorf(codes.Unavailable, "cannot register node %q: %v", name, err)
+		// Refusals come in storms; one summary line per interval, not
+		// one line per refused stream.
+		s.refusals.note(err)
+		if errors.Is(err, persist.ErrBusy) {
+			return nil, nil, withRetryAfter(status.New(codes.ResourceExhausted, "registration queue full: retry after the retry delay (RetryInfo) with jitter"),
+				s.p.RegisterRetryAfter())
+		}
+		return nil, nil, withRetryAfter(status.Newf(codes.Unavailable, "cannot register node %q: %v", name, err), s.cfg.RetryAfter)
 	}
 	st := &stream{name: name, out: make(chan *collectorv1.ReportResponse, s.cfg.SendQueue), cancel: cancel}
 	s.mu.Lock()
@@ -355,6 +370,59 @@ func (s *Server) register(ctx context.Context, cancel context.CancelCauseFunc, s
 	}
 	sw := &statusWorker{s: s, st: st, stored: res.Status, jobs: make(chan statusJob, s.cfg.StatusQueue)}
 	return st, sw, nil
+}
+
+// withRetryAfter attaches a google.rpc.RetryInfo detail to a stream-ending
+// status, so reporters wait at least that long (plus jitter) before they
+// register again.
+func withRetryAfter(st *status.Status, d time.Duration) error {
+	if d <= 0 {
+		return st.Err()
+	}
+	if ds, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)}); err == nil {
+		return ds.Err()
+	}
+	return st.Err()
+}
+
+// refusalLogEvery is the interval, in Run ticks (seconds), of the refused
+// registrations summary.
+const refusalLogEvery = 10
+
+// refusalLog counts refused registrations between summaries.
+type refusalLog struct {
+	mu          sync.Mutex
+	busy, unav  int
+	lastErr     error
+	lastSummary time.Time
+}
+
+func (r *refusalLog) note(err error) {
+	r.mu.Lock()
+	if errors.Is(err, persist.ErrBusy) {
+		r.busy++
+	} else {
+		r.unav++
+	}
+	r.lastErr = err
+	r.mu.Unlock()
+}
+
+func (r *refusalLog) flush(lg *zap.Logger) {
+	r.mu.Lock()
+	busy, unav, last := r.busy, r.unav, r.lastErr
+	r.busy, r.unav, r.lastErr = 0, 0, nil
+	since := r.lastSummary
+	r.lastSummary = time.Now()
+	r.mu.Unlock()
+	if busy+unav == 0 {
+		return
+	}
+	fields := []zap.Field{zap.Int("queue_full", busy), zap.Int("etcd_unavailable", unav), zap.NamedError("last_error", last)}
+	if !since.IsZero() {
+		fields = append(fields, zap.Duration("over", time.Since(since).Round(time.Second)))
+	}
+	lg.Warn("registrations refused", fields...)
 }
 
 func (s *Server) authorize(ctx context.Context, name string) error {
