@@ -29,7 +29,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -192,7 +194,7 @@ func (c *Client) Run(ctx context.Context) error {
 			c.lg.Info("reconnecting on collector request")
 			continue
 		}
-		wait := Jittered(backoff)
+		wait := ReconnectWait(backoff, err)
 		c.lg.Warn("report stream ended, reconnecting", zap.Error(err), zap.Duration("backoff", wait))
 		c.metrics.Reconnects.Inc()
 		t := time.NewTimer(wait)
@@ -214,6 +216,62 @@ func Jittered(d time.Duration) time.Duration {
 		return d
 	}
 	return d/2 + rand.N(d/2)
+}
+
+// MaxRetryDelay caps a collector's retry delay hint, so a wrong hint
+// cannot park a node for long.
+const MaxRetryDelay = 5 * time.Minute
+
+// RetryDelay is the retry delay a collector attached to the status that
+// ended a stream (google.rpc.RetryInfo: an overloaded collector refusing a
+// Register says how long its queue needs), capped at MaxRetryDelay; 0 when
+// there is none.
+func RetryDelay(err error) time.Duration {
+	if err == nil {
+		return 0
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return 0
+	}
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
+			return min(max(ri.GetRetryDelay().AsDuration(), 0), MaxRetryDelay)
+		}
+	}
+	return 0
+}
+
+// retryJitter is the collector's retry delay d plus up to half of it
+// again: a fleet refused at once comes back spread over d/2, not together.
+func retryJitter(d time.Duration) time.Duration {
+	return d + rand.N(d/2+1)
+}
+
+// ReconnectWait is how long to wait before reconnecting after a session
+// ended with err: the jittered backoff, or the collector's retry delay
+// (jittered) when it gave a longer one.
+func ReconnectWait(backoff time.Duration, err error) time.Duration {
+	w := Jittered(backoff)
+	if d := RetryDelay(err); d > 0 {
+		w = max(w, retryJitter(d))
+	}
+	return w
+}
+
+// WaitRetryDelay waits the collector's retry delay in err (jittered), if
+// any, or until ctx ends.
+func WaitRetryDelay(ctx context.Context, err error) {
+	d := RetryDelay(err)
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(retryJitter(d))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // jitter returns d plus up to JitterFactor of it (wait.JitterUntil).

@@ -341,6 +341,9 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 	}
 	resp, err := stream.Recv()
 	if err != nil || resp.GetAck().GetSeq() != 1 || resp.GetAck().GetError() != nil {
+		// An overloaded collector says how long to stay away (RetryInfo);
+		// the backoff in runNode comes on top.
+		heartbeat.WaitRetryDelay(ctx, err)
 		return false, false
 	}
 	s.m.registrations.Inc()
