@@ -22,7 +22,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -70,6 +69,12 @@ type Config struct {
 	Identity string
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// EventQueue bounds the events waiting to be written
+	// (DefaultEventQueue when 0); more are dropped and counted.
+	EventQueue int
+	// EventFlushInterval is how long the event writer waits to fill a Txn
+	// (DefaultEventFlushInterval when 0).
+	EventFlushInterval time.Duration
 }
 
 // Liveness is what the controller needs from the feed tracker.
@@ -107,6 +112,9 @@ type Controller struct {
 	lastLease   time.Time
 	// podRetry: nodes whose pods could not all be marked not ready (§6.3).
 	podRetry map[string]bool
+	// events waiting for runEvents; lastEventNano keeps event names unique.
+	events        chan queuedEvent
+	lastEventNano int64
 	// leadDone is closed when the current leadership ends; leaderCh is
 	// closed (and replaced) at every start and end of a leadership, so
 	// other leader-only loops (the evictor) follow without polling.
@@ -128,7 +136,14 @@ func New(cfg Config, store nodestore.Store, c *cache.Cache, live Liveness, lg *z
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	ctl := &Controller{cfg: cfg, store: store, cache: c, live: live, lg: lg.Named("controller"), leaderCh: make(chan struct{})}
+	if cfg.EventQueue <= 0 {
+		cfg.EventQueue = DefaultEventQueue
+	}
+	if cfg.EventFlushInterval <= 0 {
+		cfg.EventFlushInterval = DefaultEventFlushInterval
+	}
+	ctl := &Controller{cfg: cfg, store: store, cache: c, live: live, lg: lg.Named("controller"), leaderCh: make(chan struct{}),
+		events: make(chan queuedEvent, cfg.EventQueue)}
 	ctl.m = newMetrics(ctl)
 	ctl.m.grace.Set(cfg.Lifecycle.GracePeriod.Seconds())
 	if reg != nil {
@@ -152,6 +167,12 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	evDone := make(chan struct{})
+	go func() {
+		defer close(evDone)
+		c.runEvents(ctx)
+	}()
+	defer func() { <-evDone }()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := c.campaignAndLead(ctx)
@@ -415,7 +436,7 @@ func (c *Controller) Pass(ctx context.Context) error {
 			continue
 		}
 		c.lg.Info("node deleted", zap.String("node", name))
-		c.eventLocked(ctx, now, name, "", "Normal", "RemovingNode", fmt.Sprintf("Removing Node %s from Controller", name))
+		c.eventLocked(now, name, "", "Normal", "RemovingNode", fmt.Sprintf("Removing Node %s from Controller", name))
 		delete(c.known, name)
 		delete(c.records, name)
 		delete(c.lastReady, name)
@@ -487,7 +508,7 @@ func (c *Controller) judgeLocked(ctx context.Context, now time.Time, v view, zon
 	zone := lifecycle.ZoneKey(labels)
 	if old, ok := c.known[name]; !ok {
 		c.lg.Info("new node", zap.String("node", name), zap.String("zone", lifecycle.ZoneName(zone)))
-		c.eventLocked(ctx, now, name, v.Node.GetMetadata().GetUid(), "Normal", "RegisteredNode", fmt.Sprintf("Registered Node %s in Controller", name))
+		c.eventLocked(now, name, v.Node.GetMetadata().GetUid(), "Normal", "RegisteredNode", fmt.Sprintf("Registered Node %s in Controller", name))
 		c.known[name] = zone
 		c.queueLocked(zone, now)
 		// Leftover NoExecute taints of a re-registered node go (markNodeAsReachable).
@@ -589,7 +610,7 @@ func (c *Controller) judgeLocked(ctx context.Context, now time.Time, v view, zon
 			q.Remove(name)
 		}
 		if res.Observed.GetStatus() == nodemodel.True && curStatus != nodemodel.True {
-			c.eventLocked(ctx, now, name, v.Node.GetMetadata().GetUid(), "Normal", "NodeNotReady", fmt.Sprintf("Node %s status is now: NodeNotReady", name))
+			c.eventLocked(now, name, v.Node.GetMetadata().GetUid(), "Normal", "NodeNotReady", fmt.Sprintf("Node %s status is now: NodeNotReady", name))
 		}
 		if err := c.podsAfterPassLocked(ctx, now, name, res.Observed.GetStatus(), curStatus); err != nil {
 			return err
@@ -657,23 +678,6 @@ func (c *Controller) writeHealthLocked(ctx context.Context, now time.Time, name 
 	}
 	c.m.writes.WithLabelValues("error").Inc()
 	return fmt.Errorf("write health/%s: %w", name, err)
-}
-
-// eventLocked records an event (best effort: a failed event never blocks
-// a decision).
-func (c *Controller) eventLocked(ctx context.Context, now time.Time, node, uid, typ, reason, msg string) {
-	ts := nodemodel.Timestamp(now)
-	name := node + "." + strconv.FormatInt(now.UnixNano(), 16)
-	ev := &nodev1.Event{
-		Metadata:       &nodev1.ObjectMeta{Name: name, Namespace: EventNamespace, CreationTimestamp: ts},
-		InvolvedObject: &nodev1.ObjectReference{Kind: "Node", Name: node, Uid: uid},
-		Reason:         reason, Message: msg, Type: typ, Source: EventSource,
-		FirstTimestamp: ts, LastTimestamp: ts, Count: 1,
-	}
-	_, err := c.store.Apply(ctx, &c.fence, nodestore.Op{Kind: nodestore.Events, Name: EventNamespace + "/" + name, Value: ev, TTL: EventTTL})
-	if err != nil {
-		c.lg.Warn("cannot record event", zap.String("node", node), zap.String("reason", reason), zap.Error(err))
-	}
 }
 
 // disruptionLocked updates zone states and limiters (spec §6.6).

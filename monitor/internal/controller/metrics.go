@@ -24,6 +24,8 @@ const (
 	MetricPassDuration       = "nodepulse_monitor_health_pass_duration_seconds"
 	MetricGracePeriodSeconds = "nodepulse_monitor_grace_period_seconds"
 	MetricPodsNotReady       = "nodepulse_monitor_pods_marked_not_ready_total"
+	MetricEventsWritten      = "nodepulse_monitor_events_written_total"
+	MetricEventsDropped      = "nodepulse_monitor_events_dropped_total"
 )
 
 type metrics struct {
@@ -41,6 +43,8 @@ type metrics struct {
 	passDuration  prometheus.Histogram
 	grace         prometheus.Gauge
 	podsNotReady  prometheus.Counter
+	eventsWritten prometheus.Counter
+	eventsDropped *prometheus.CounterVec
 }
 
 func newMetrics(c *Controller) *metrics {
@@ -74,12 +78,16 @@ func newMetrics(c *Controller) *metrics {
 			Help: "The configured --node-monitor-grace-period, for alert thresholds."}),
 		podsNotReady: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricPodsNotReady,
 			Help: "Pods set to Ready=False because their node stopped being Ready (spec §6.3)."}),
+		eventsWritten: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricEventsWritten,
+			Help: "Node events (RegisteredNode, NodeNotReady, RemovingNode) written to the store."}),
+		eventsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricEventsDropped,
+			Help: "Node events not written, by reason: queue_full (the bounded event queue was full), fenced (leadership lost), write_failed."}, []string{"reason"}),
 	}
 }
 
 func (m *metrics) register(reg prometheus.Registerer, nodes prometheus.Collector) error {
 	for _, c := range []prometheus.Collector{m.zoneState, m.transitions, m.queueDepth, m.taintsApplied, m.heartbeatAge,
-		m.staleHB, m.leader, m.leaderChanges, m.paused, m.fenced, m.writes, m.passDuration, m.grace, m.podsNotReady, nodes} {
+		m.staleHB, m.leader, m.leaderChanges, m.paused, m.fenced, m.writes, m.passDuration, m.grace, m.podsNotReady, m.eventsWritten, m.eventsDropped, nodes} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
