@@ -15,7 +15,11 @@
 //     advances in etcd; resuming grants every node a fresh grace period.
 //   - All work of a leadership runs on one goroutine, so the records, queues
 //     and zone states need no locking against each other; mu only guards
-//     what the API reads (Explain).
+//     what the API reads (Explain, readiness, the evictor's leadership).
+//   - A health pass decides for every node in memory first (each node
+//     against a fresh now), then writes the changed health records in fenced
+//     Txns of up to MaxOps nodes with mu released, so readers never wait for
+//     etcd; events are queued and written by their own goroutine.
 package controller
 
 import (
@@ -391,7 +395,26 @@ func (c *Controller) checkPause(now time.Time) string {
 	return ""
 }
 
+// healthWrite is one node's health record as decided, and the ModRevision of
+// the record the decision was based on (0: there was none).
+type healthWrite struct {
+	name    string
+	h       *nodev1.NodeHealth
+	baseRev int64
+}
+
+// judgeChunk nodes are judged between two chances for readers to take mu.
+const judgeChunk = 1024
+
+// podCheck is a node whose pods may need marking after the pass (§6.3).
+type podCheck struct{ node, observed, current string }
+
 // Pass runs one health pass (spec §6.2-§6.6). Exported for tests.
+//
+// It decides for every node in memory, each node against the clock read
+// when it is judged (a pass over 100,000 nodes takes a while, and evidence
+// sampled late must not be dated at the pass start), then writes every
+// changed health record in batched fenced Txns with mu released.
 func (c *Controller) Pass(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -417,20 +440,29 @@ func (c *Controller) Pass(ctx context.Context) error {
 	entries, cacheRev := c.cache.Entries()
 	seen := make(map[string]bool, len(entries))
 	zones := map[string][]string{}
-	var firstErr error
+	plan := map[string]*healthWrite{}
+	var writes []*healthWrite
+	var pods []podCheck
 	stale := 0
-	for _, e := range entries {
+	for i, e := range entries {
+		if i > 0 && i%judgeChunk == 0 {
+			// Let readers (API, readiness, evictor) in between chunks; only
+			// this goroutine changes what the pass works on.
+			c.mu.Unlock()
+			c.mu.Lock()
+		}
 		seen[e.Name] = true
 		v := c.viewLocked(e, cacheRev)
-		if err := c.judgeLocked(ctx, now, v, zones, &stale); err != nil {
-			if errors.Is(err, errLost) {
-				return err
-			}
-			if firstErr == nil {
-				firstErr = err
-			}
+		w, pc := c.judgeLocked(c.cfg.Now(), v, zones, &stale)
+		if w != nil {
+			plan[w.name] = w
+			writes = append(writes, w)
+		}
+		if pc != nil {
+			pods = append(pods, *pc)
 		}
 	}
+	now = c.cfg.Now()
 	for name, zone := range c.known {
 		if seen[name] {
 			continue
@@ -445,8 +477,17 @@ func (c *Controller) Pass(ctx context.Context) error {
 		}
 	}
 	c.m.staleHB.Set(float64(stale))
-	if err := c.disruptionLocked(ctx, now, entries, cacheRev, zones); errors.Is(err, errLost) {
-		return err
+	writes = c.disruptionLocked(now, entries, cacheRev, zones, plan, writes)
+
+	firstErr := c.writeHealthLocked(ctx, writes, true)
+	if errors.Is(firstErr, errLost) {
+		return firstErr
+	}
+	// Pods follow their node's flip after its health record is written.
+	for _, pc := range pods {
+		if err := c.podsAfterPassLocked(ctx, c.cfg.Now(), pc.node, pc.observed, pc.current); err != nil {
+			return err
+		}
 	}
 	c.gcOrphansLocked(ctx)
 	for z, q := range c.queues {
@@ -473,9 +514,9 @@ func (c *Controller) NodeUpdates(ctx context.Context, cursor cache.Version) (cac
 	if !c.leading || c.paused != "" {
 		return cursor, nil
 	}
-	now := c.cfg.Now()
 	cacheRev := c.cache.Revision()
 	seen := map[string]bool{}
+	var writes []*healthWrite
 	for _, ch := range changes {
 		name := ch.Node.GetMetadata().GetName()
 		if ch.Type == cache.Deleted || seen[name] {
@@ -493,17 +534,20 @@ func (c *Controller) NodeUpdates(ctx context.Context, cursor cache.Version) (cac
 		if h.Taints, changed = lifecycle.ReconcileNoSchedule(h.Taints, v.Meta.GetSpec().GetTaints(), desired); !changed {
 			continue
 		}
-		if err := c.writeHealthLocked(ctx, now, name, h, v.healthRev); errors.Is(err, errLost) {
-			return cursor, err
-		}
+		writes = append(writes, &healthWrite{name: name, h: h, baseRev: v.healthRev})
+	}
+	if err := c.writeHealthLocked(ctx, writes, true); errors.Is(err, errLost) {
+		return cursor, err
 	}
 	return cursor, nil
 }
 
-// judgeLocked applies the rules to one node and writes its health record
-// when it changed.
-func (c *Controller) judgeLocked(ctx context.Context, now time.Time, v view, zones map[string][]string, stale *int) error {
+// judgeLocked applies the rules to one node, in memory. It returns the
+// node's health record when it must be written, and the node when its pods
+// may need marking (§6.3).
+func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]string, stale *int) (*healthWrite, *podCheck) {
 	name := v.Name
+	stored := v.health
 	labels := v.Node.GetMetadata().GetLabels()
 	zone := lifecycle.ZoneKey(labels)
 	if old, ok := c.known[name]; !ok {
@@ -513,9 +557,6 @@ func (c *Controller) judgeLocked(ctx context.Context, now time.Time, v view, zon
 		c.queueLocked(zone, now)
 		// Leftover NoExecute taints of a re-registered node go (markNodeAsReachable).
 		if h, changed := c.removeNoExecuteLocked(now, v); changed {
-			if err := c.writeHealthLocked(ctx, now, name, h, v.healthRev); err != nil {
-				return err
-			}
 			v.health = h
 			v.Node = nodemodel.Merge(v.Meta, v.Status, h)
 		}
@@ -589,6 +630,7 @@ func (c *Controller) judgeLocked(ctx context.Context, now time.Time, v view, zon
 
 	// NoExecute taints follow the Ready condition as read (spec §6.5), so
 	// the taint trails the Unknown flip by one pass, as upstream.
+	var pods *podCheck
 	if current != nil {
 		q := c.queueLocked(zone, now)
 		action, forget := lifecycle.DecideNoExecute(res.Observed.GetStatus(), v.Node.GetSpec().GetTaints())
@@ -609,17 +651,20 @@ func (c *Controller) judgeLocked(ctx context.Context, now time.Time, v view, zon
 			h.Taints, _ = lifecycle.SwapTaints(now, h.Taints, nil, []*nodev1.Taint{lifecycle.NotReadyNoExecute, lifecycle.UnreachableNoExecute})
 			q.Remove(name)
 		}
-		if res.Observed.GetStatus() == nodemodel.True && curStatus != nodemodel.True {
+		observed := res.Observed.GetStatus()
+		if observed == nodemodel.True && curStatus != nodemodel.True {
 			c.eventLocked(now, name, v.Node.GetMetadata().GetUid(), "Normal", "NodeNotReady", fmt.Sprintf("Node %s status is now: NodeNotReady", name))
 		}
-		if err := c.podsAfterPassLocked(ctx, now, name, res.Observed.GetStatus(), curStatus); err != nil {
-			return err
+		if observed == nodemodel.True && curStatus != nodemodel.True || c.podRetry[name] && curStatus != nodemodel.True {
+			pods = &podCheck{node: name, observed: observed, current: curStatus}
+		} else {
+			delete(c.podRetry, name)
 		}
 	}
-	if healthEqual(h, v.health) {
-		return nil
+	if healthEqual(h, stored) {
+		return nil, pods
 	}
-	return c.writeHealthLocked(ctx, now, name, h, v.healthRev)
+	return &healthWrite{name: name, h: h, baseRev: v.healthRev}, pods
 }
 
 func orMissing(s string) string {
@@ -652,36 +697,67 @@ func healthEqual(a, b *nodev1.NodeHealth) bool {
 		&nodev1.NodeHealth{ConditionOverrides: b.GetConditionOverrides(), Taints: b.GetTaints(), RecoveryTime: b.GetRecoveryTime()})
 }
 
-// writeHealthLocked stores a node's health record: fenced by the leader
-// key, and conditional on the record being the one the decision was based
-// on, so a concurrent DeleteNode is never undone.
-func (c *Controller) writeHealthLocked(ctx context.Context, now time.Time, name string, h *nodev1.NodeHealth, baseRev int64) error {
-	h.NodeName, h.UpdateTime, h.Leader = name, nodemodel.Timestamp(now), c.cfg.Identity
-	op := nodestore.Op{Kind: nodestore.Health, Name: name, Value: h, IfModRevision: baseRev, IfAbsent: baseRev == 0}
-	rev, err := c.store.Apply(ctx, &c.fence, op)
-	switch {
-	case err == nil:
-		c.pending[name] = pendingHealth{h: h, rev: rev}
-		c.m.writes.WithLabelValues("ok").Inc()
-		return nil
-	case errors.Is(err, nodestore.ErrFenced):
-		c.m.writes.WithLabelValues("fenced").Inc()
-		c.m.fenced.Inc()
-		c.lg.Warn("write rejected: no longer the leader; stepping down", zap.String("node", name))
-		return errLost
-	case errors.Is(err, nodestore.ErrConflict):
-		// Someone else changed the record (DeleteNode); decide again on the
-		// next pass from fresh data.
-		c.m.writes.WithLabelValues("conflict").Inc()
-		delete(c.pending, name)
+// writeHealthLocked stores decided health records: one op per node, each
+// fenced by the leader key and conditional on the record the decision was
+// based on (so a concurrent DeleteNode is never undone), in Txns of up to
+// MaxOps nodes. A conflict costs only that node's write: it is decided again
+// on the next pass from fresh data. With release, mu is released during the
+// round trips (only this leader's goroutine changes controller state, so
+// nothing the writes depend on changes meanwhile; readers do not wait for
+// etcd). It returns errLost when fenced, else the store's first error.
+func (c *Controller) writeHealthLocked(ctx context.Context, writes []*healthWrite, release bool) error {
+	if len(writes) == 0 {
 		return nil
 	}
-	c.m.writes.WithLabelValues("error").Inc()
-	return fmt.Errorf("write health/%s: %w", name, err)
+	now := nodemodel.Timestamp(c.cfg.Now())
+	ops := make([]nodestore.Op, len(writes))
+	for i, w := range writes {
+		w.h.NodeName, w.h.UpdateTime, w.h.Leader = w.name, now, c.cfg.Identity
+		ops[i] = nodestore.Op{Kind: nodestore.Health, Name: w.name, Value: w.h, IfModRevision: w.baseRev, IfAbsent: w.baseRev == 0}
+	}
+	fence := c.fence
+	if release {
+		c.mu.Unlock()
+	}
+	res, err := applyIndependent(ctx, c.store, &fence, ops)
+	if release {
+		c.mu.Lock()
+	}
+	if !c.leading {
+		return errLost
+	}
+	for i, w := range writes {
+		switch r := res[i]; {
+		case r.err == nil:
+			c.pending[w.name] = pendingHealth{h: w.h, rev: r.rev}
+			c.m.writes.WithLabelValues("ok").Inc()
+		case errors.Is(r.err, nodestore.ErrFenced):
+			c.m.writes.WithLabelValues("fenced").Inc()
+		case errors.Is(r.err, nodestore.ErrConflict):
+			// Someone else changed the record (DeleteNode); decide again on
+			// the next pass from fresh data.
+			c.m.writes.WithLabelValues("conflict").Inc()
+			delete(c.pending, w.name)
+		default:
+			c.m.writes.WithLabelValues("error").Inc()
+		}
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, nodestore.ErrFenced):
+		c.m.fenced.Inc()
+		c.lg.Warn("write rejected: no longer the leader; stepping down", zap.Int("records", len(writes)))
+		return errLost
+	}
+	return fmt.Errorf("write %d health records: %w", len(writes), err)
 }
 
-// disruptionLocked updates zone states and limiters (spec §6.6).
-func (c *Controller) disruptionLocked(ctx context.Context, now time.Time, entries []cache.Entry, cacheRev int64, zones map[string][]string) error {
+// disruptionLocked updates zone states and limiters (spec §6.6). Entering
+// master disruption mode removes every NoExecute taint: it amends the pass's
+// planned writes (plan, writes) and returns the writes.
+func (c *Controller) disruptionLocked(now time.Time, entries []cache.Entry, cacheRev int64, zones map[string][]string,
+	plan map[string]*healthWrite, writes []*healthWrite) []*healthWrite {
 	res := c.disruption.Update(c.cfg.Lifecycle, zones)
 	for z, s := range res.Changed {
 		c.lg.Info("zone changed state", zap.String("zone", lifecycle.ZoneName(z)), zap.String("state", string(s)),
@@ -691,10 +767,18 @@ func (c *Controller) disruptionLocked(ctx context.Context, now time.Time, entrie
 		c.lg.Warn("every zone is fully disrupted: entering master disruption mode; removing NoExecute taints and stopping all tainting")
 		for _, e := range entries {
 			v := c.viewLocked(e, cacheRev)
-			if h, changed := c.removeNoExecuteLocked(now, v); changed {
-				if err := c.writeHealthLocked(ctx, now, e.Name, h, v.healthRev); errors.Is(err, errLost) {
-					return err
-				}
+			if w := plan[e.Name]; w != nil {
+				v.health = w.h
+			}
+			h, changed := c.removeNoExecuteLocked(now, v)
+			switch {
+			case !changed:
+			case plan[e.Name] != nil:
+				plan[e.Name].h = h
+			default:
+				w := &healthWrite{name: e.Name, h: h, baseRev: v.healthRev}
+				plan[e.Name] = w
+				writes = append(writes, w)
 			}
 		}
 	}
@@ -711,7 +795,7 @@ func (c *Controller) disruptionLocked(ctx context.Context, now time.Time, entrie
 	for z, s := range c.disruption.States {
 		c.m.zoneState.WithLabelValues(lifecycle.ZoneName(z), string(s)).Set(1)
 	}
-	return nil
+	return writes
 }
 
 // gcOrphansLocked deletes health records whose node is gone (a DeleteNode
@@ -761,7 +845,9 @@ func (c *Controller) TaintPass(ctx context.Context) error {
 			if !changed {
 				return true, 0
 			}
-			if err := c.writeHealthLocked(ctx, now, it.Name, h, v.healthRev); err != nil {
+			// One node at a time (the queues are rate limited), holding mu:
+			// the queue is mid-Try.
+			if err := c.writeHealthLocked(ctx, []*healthWrite{{name: it.Name, h: h, baseRev: v.healthRev}}, false); err != nil {
 				if errors.Is(err, errLost) {
 					lost = err
 				}
