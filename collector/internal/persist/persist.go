@@ -441,11 +441,18 @@ func (p *Persister) RegisterRetryAfter() time.Duration {
 	// 100 ms, the order of two etcd round trips.
 	rate = max(rate, 10*float64(p.cfg.RegisterConcurrency))
 	d := time.Duration(depth / rate * float64(time.Second))
-	return min(max(d, time.Second), time.Minute)
+	return min(max(d, time.Second), maxRegisterRetryAfter)
 }
 
-// rateLoop measures registrations answered per second (an exponentially
-// weighted average), for RegisterRetryAfter.
+// maxRegisterRetryAfter caps the registration retry delay: the reporter
+// adds up to half again as jitter.
+const maxRegisterRetryAfter = 30 * time.Second
+
+// rateLoop measures registrations answered per second, for
+// RegisterRetryAfter: the larger of the last second and an exponentially
+// weighted average, so the estimate catches up within a second when the
+// workers speed up (an underestimate sends refused nodes away for too long)
+// and does not drop to zero on one slow second.
 func (p *Persister) rateLoop(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -458,9 +465,9 @@ func (p *Persister) rateLoop(ctx context.Context) {
 		}
 		done := float64(p.regDone.Swap(0))
 		if done > 0 || len(p.regQ) == 0 {
-			rate = 0.7*rate + 0.3*done
+			rate = 0.5*rate + 0.5*done
 		}
-		p.regRateBits.Store(math.Float64bits(rate))
+		p.regRateBits.Store(math.Float64bits(max(rate, done)))
 		p.m.regQueued.Set(float64(len(p.regQ)))
 	}
 }
