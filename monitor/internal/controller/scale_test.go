@@ -1,0 +1,104 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
+	"github.com/nodepulse/nodepulse/services/nodestore"
+)
+
+// slowStore adds a fixed round trip to every Apply, as etcd does, and counts
+// them.
+type slowStore struct {
+	nodestore.Store
+	rtt     time.Duration
+	applies atomic.Int64
+}
+
+func (s *slowStore) Apply(ctx context.Context, fence *nodestore.Fence, ops ...nodestore.Op) (int64, error) {
+	s.applies.Add(1)
+	time.Sleep(s.rtt)
+	return s.Store.Apply(ctx, fence, ops...)
+}
+
+// TestPassScale measures health passes over NODEPULSE_PASS_SCALE nodes (off
+// when unset) on memstore with NODEPULSE_PASS_RTT (default 1ms) per Apply:
+// the pass that first sees every node, a pass with nothing to do, and the
+// pass that marks every node Unknown. Real time, not a bubble.
+func TestPassScale(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("NODEPULSE_PASS_SCALE"))
+	if n <= 0 {
+		t.Skip("NODEPULSE_PASS_SCALE not set")
+	}
+	rtt := time.Millisecond
+	if d, err := time.ParseDuration(os.Getenv("NODEPULSE_PASS_RTT")); err == nil {
+		rtt = d
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := newFleet(t, ctx)
+	ss := &slowStore{Store: f.store, rtt: rtt}
+	cfg := testConfig("a")
+	// No node may miss its grace period before the last pass, however long
+	// the first passes take; then the grace shrinks so every node has.
+	cfg.Lifecycle.GracePeriod = time.Hour
+	ctl, err := New(cfg, ss, f.cache, f.live, zap.NewNop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := f.store.NewSession(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := f.store.Campaign(ctx, sess, ElectionName, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl.begin(l.Fence(), time.Now())
+
+	now := time.Now()
+	var ops []nodestore.Op
+	for i := range n {
+		name := fmt.Sprintf("n-%06d", i)
+		ops = append(ops, nodestore.Put(nodestore.Nodes, name, &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: name, Uid: name,
+			CreationTimestamp: nodemodel.Timestamp(now), Labels: map[string]string{nodemodel.LabelZone: "z" + strconv.Itoa(i%3)}}}),
+			nodestore.Put(nodestore.Statuses, name, &nodev1.NodeStatus{Conditions: []*nodev1.NodeCondition{{Type: nodemodel.Ready,
+				Status: nodemodel.True, LastHeartbeatTime: nodemodel.Timestamp(now), LastTransitionTime: nodemodel.Timestamp(now)}}}))
+	}
+	if _, err := nodestore.ApplyChunked(ctx, f.store, nil, ops); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if nodes, _ := f.cache.Nodes(); len(nodes) == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("cache never saw every node")
+		}
+	}
+	pass := func(what string) {
+		before := ss.applies.Load()
+		start := time.Now()
+		if err := ctl.Pass(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d nodes, %s per Apply: %-30s %10s, %6d Applies in the pass", n, rtt, what, time.Since(start).Round(time.Millisecond), ss.applies.Load()-before)
+	}
+	pass("first sight (RegisteredNode)")
+	time.Sleep(time.Second) // the watch delivers the pass's writes
+	pass("nothing changed")
+	ctl.mu.Lock()
+	ctl.cfg.Lifecycle.GracePeriod = time.Second
+	ctl.mu.Unlock()
+	time.Sleep(2 * time.Second)
+	pass("every node past its grace")
+}
