@@ -1006,7 +1006,7 @@ func (r *runner) addStage(name, system string, nodes int, a, b *snap, pre *snap)
 		pd := SubBuckets(b.mon.Buckets("nodepulse_monitor_health_pass_duration_seconds"), a.mon.Buckets("nodepulse_monitor_health_pass_duration_seconds"))
 		s.MonitorPasses, s.MonitorHealthWrites = passes, hw
 		s.MonitorPassP50, s.MonitorPassMax = PromQuantile(0.5, pd), PromMaxBound(pd)
-		note := fmt.Sprintf("monitor: %s health passes (p50 %s, longest ≤ %s), %s health writes (one etcd Txn each)",
+		note := fmt.Sprintf("monitor: %s health passes (p50 %s, longest ≤ %s), %s health writes (batched into fenced Txns)",
 			fnum(passes, 0), fdur(s.MonitorPassP50), fdur(s.MonitorPassMax), fnum(hw, 0))
 		if s.Note != "" {
 			s.Note += "; "
