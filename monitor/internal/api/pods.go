@@ -258,33 +258,13 @@ func (s *PodServer) WatchPods(req *podv1.WatchPodsRequest, stream podv1.PodServi
 		}
 		from = ver
 	}
-	for {
-		changes, wait, err := s.cache.PodChangesAfter(from, 1000)
-		if errors.Is(err, cache.ErrTooOld) {
-			return status.Errorf(codes.OutOfRange, "resourceVersion %s is too old: list again and watch from the list's resourceVersion", from)
+	return follow(ctx, from, s.cache.PodChangesAfter, func(ch cache.PodChange) (cache.Version, error) {
+		typ, p := podWatchEvent(f, ch)
+		if typ == "" {
+			return ch.Version, nil
 		}
-		if err != nil {
-			return status.Error(codes.Internal, err.Error())
-		}
-		for _, ch := range changes {
-			from = ch.Version
-			typ, p := podWatchEvent(f, ch)
-			if typ == "" {
-				continue
-			}
-			if err := stream.Send(&podv1.WatchPodsResponse{Type: typ, Pod: p, ResourceVersion: ch.Version.String()}); err != nil {
-				return err
-			}
-		}
-		if len(changes) > 0 {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wait:
-		}
-	}
+		return ch.Version, stream.Send(&podv1.WatchPodsResponse{Type: typ, Pod: p, ResourceVersion: ch.Version.String()})
+	})
 }
 
 func podWatchEvent(f podFilter, ch cache.PodChange) (string, *podv1.Pod) {

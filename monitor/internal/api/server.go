@@ -165,8 +165,24 @@ func (s *Server) WatchNodes(req *nodev1.WatchNodesRequest, stream nodev1.NodeSer
 		}
 		from = ver
 	}
+	return follow(ctx, from, s.cache.ChangesAfter, func(ch cache.Change) (cache.Version, error) {
+		typ, n := watchEvent(sel, ch)
+		if typ == "" {
+			return ch.Version, nil
+		}
+		return ch.Version, stream.Send(&nodev1.WatchNodesResponse{Type: typ, Node: n, ResourceVersion: ch.Version.String()})
+	})
+}
+
+// follow streams the cache's changes after from, in order, until ctx ends:
+// next returns up to a page of changes and a channel closed when more
+// arrive; send delivers one change and returns its version. A version the
+// cache no longer holds is OutOfRange (the Kubernetes "410 Gone"): the
+// client lists again and watches from the list's version.
+func follow[C any](ctx context.Context, from cache.Version, next func(cache.Version, int) ([]C, <-chan struct{}, error),
+	send func(C) (cache.Version, error)) error {
 	for {
-		changes, wait, err := s.cache.ChangesAfter(from, 1000)
+		changes, wait, err := next(from, 1000)
 		if errors.Is(err, cache.ErrTooOld) {
 			return status.Errorf(codes.OutOfRange, "resourceVersion %s is too old: list again and watch from the list's resourceVersion", from)
 		}
@@ -174,12 +190,7 @@ func (s *Server) WatchNodes(req *nodev1.WatchNodesRequest, stream nodev1.NodeSer
 			return status.Error(codes.Internal, err.Error())
 		}
 		for _, ch := range changes {
-			from = ch.Version
-			typ, n := watchEvent(sel, ch)
-			if typ == "" {
-				continue
-			}
-			if err := stream.Send(&nodev1.WatchNodesResponse{Type: typ, Node: n, ResourceVersion: ch.Version.String()}); err != nil {
+			if from, err = send(ch); err != nil {
 				return err
 			}
 		}
