@@ -589,7 +589,7 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 	before := rec.LeaseRenew
 	res := lifecycle.Evaluate(c.cfg.Lifecycle, now, rec, lifecycle.Input{
 		Node: v.Node, Reported: v.Status, Overrides: v.health.GetConditionOverrides(),
-		LeaseRenew: leaseRenew, FeedRenewals: lv.Renewals, GraceEpoch: c.epoch + lv.Epoch,
+		LeaseRenew: leaseRenew, FeedRenewals: lv.Renewals, FeedObservedAt: lv.ObservedAt, GraceEpoch: c.epoch + lv.Epoch,
 		FreshSince: c.leaderSince, Paused: lv.Paused,
 	})
 	if rec.LeaseRenew.After(before) && !before.IsZero() {

@@ -62,6 +62,11 @@ type Input struct {
 	LeaseRenew time.Time
 	// FeedRenewals counts live renewals of the node seen on collector feeds.
 	FeedRenewals uint64
+	// FeedObservedAt is the monitor's own clock when the newest of those
+	// renewals arrived. It is the probe time of a feed renewal: a pass that
+	// notices the renewal later must not date it later, or detection of a
+	// node that died right after it would slip by up to one period.
+	FeedObservedAt time.Time
 	// GraceEpoch increments whenever the node is owed a fresh grace period
 	// (judgement resumed after a pause, its collector vanished).
 	GraceEpoch uint64
@@ -162,20 +167,35 @@ func Evaluate(cfg Config, now time.Time, rec *Record, in Input) Result {
 
 	// Step 3: heartbeats. Any of them proves the reporter alive now.
 	heard := false
+	heardAt := time.Time{}
 	if in.LeaseRenew.After(rec.LeaseRenew) {
 		rec.LeaseRenew = in.LeaseRenew
-		heard = true
-	}
-	if in.FeedRenewals > rec.FeedRenewals {
-		rec.FeedRenewals = in.FeedRenewals
-		heard = true
+		heard, heardAt = true, now
 	}
 	if hb := reportedHeartbeat(in.Reported); !hb.Equal(rec.ReportedHeartbeat) {
 		rec.ReportedHeartbeat = hb
-		heard = heard || !hb.IsZero()
+		if !hb.IsZero() {
+			heard, heardAt = true, now
+		}
+	}
+	if in.FeedRenewals > rec.FeedRenewals {
+		rec.FeedRenewals = in.FeedRenewals
+		// Dated when it arrived (monitor clock), never later than now, and
+		// never earlier than evidence already recorded.
+		at := now
+		if !in.FeedObservedAt.IsZero() && in.FeedObservedAt.Before(now) {
+			at = in.FeedObservedAt
+		}
+		if !heard || at.After(heardAt) {
+			heardAt = at
+		}
+		heard = true
+	}
+	if heard && heardAt.After(rec.Probe) {
+		rec.Probe = heardAt
 	}
 	if heard {
-		rec.Probe, rec.Heard = now, now
+		rec.Heard = now
 	}
 	// Fresh grace: resuming after a pause or losing the node's collector.
 	if in.GraceEpoch != rec.GraceEpoch {

@@ -40,6 +40,7 @@ type sim struct {
 	overrides []*nodev1.NodeCondition
 	lease     time.Time
 	feed      uint64
+	feedAt    time.Time
 	epoch     uint64
 	paused    bool
 	fresh     time.Time
@@ -48,7 +49,7 @@ type sim struct {
 func (s *sim) at(now time.Time) Result {
 	r := Evaluate(s.cfg, now, &s.rec, Input{
 		Node: nodeWith(s.st, s.overrides), Reported: s.st, Overrides: s.overrides,
-		LeaseRenew: s.lease, FeedRenewals: s.feed, GraceEpoch: s.epoch, Paused: s.paused, FreshSince: s.fresh,
+		LeaseRenew: s.lease, FeedRenewals: s.feed, FeedObservedAt: s.feedAt, GraceEpoch: s.epoch, Paused: s.paused, FreshSince: s.fresh,
 	})
 	s.overrides = r.Overrides
 	return r
@@ -266,5 +267,44 @@ func TestReadyFalseIsNotOverridden(t *testing.T) {
 	r = s.at(t0.Add(cfg.GracePeriod + time.Second))
 	if ready(r) != nodemodel.Unknown || r.Observed.GetStatus() != nodemodel.False {
 		t.Fatalf("False node past grace: observed %s current %s", r.Observed.GetStatus(), ready(r))
+	}
+}
+
+// TestFeedRenewalDatedOnArrival: a live renewal counts from when the monitor
+// received it, not from the later pass that notices it, so a node that dies
+// right after renewing turns Unknown one grace period after that renewal.
+func TestFeedRenewalDatedOnArrival(t *testing.T) {
+	cfg := DefaultConfig()
+	s := &sim{cfg: cfg, st: reported(nodemodel.True, t0)}
+	s.at(t0)
+	arrived := t0.Add(11 * time.Second)
+	s.feed, s.feedAt = 1, arrived
+	pass := arrived.Add(4 * time.Second) // the next pass notices it 4s later
+	if r := s.at(pass); ready(r) != nodemodel.True {
+		t.Fatalf("Ready = %s after a renewal", ready(r))
+	}
+	if !s.rec.Probe.Equal(arrived) {
+		t.Fatalf("probe = %s, want the arrival time %s", s.rec.Probe.Sub(t0), arrived.Sub(t0))
+	}
+	if r := s.at(arrived.Add(cfg.GracePeriod)); ready(r) != nodemodel.True {
+		t.Fatal("Unknown exactly at arrival+grace")
+	}
+	if r := s.at(arrived.Add(cfg.GracePeriod + time.Nanosecond)); ready(r) != nodemodel.Unknown {
+		t.Fatal("still healthy past arrival+grace: the renewal was dated by the pass")
+	}
+
+	// An arrival time in the monitor's future (clock step) is clamped to now,
+	// and the probe never moves backwards.
+	s2 := &sim{cfg: cfg, st: reported(nodemodel.True, t0)}
+	s2.at(t0)
+	s2.feed, s2.feedAt = 1, t0.Add(time.Hour)
+	s2.at(t0.Add(5 * time.Second))
+	if !s2.rec.Probe.Equal(t0.Add(5 * time.Second)) {
+		t.Fatalf("future arrival: probe = %s, want now", s2.rec.Probe.Sub(t0))
+	}
+	s2.feed, s2.feedAt = 2, t0.Add(time.Second)
+	s2.at(t0.Add(6 * time.Second))
+	if !s2.rec.Probe.Equal(t0.Add(5 * time.Second)) {
+		t.Fatalf("probe moved backwards to %s", s2.rec.Probe.Sub(t0))
 	}
 }
