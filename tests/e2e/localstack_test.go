@@ -180,6 +180,31 @@ func TestLocalStack(t *testing.T) {
 		t.Errorf("status lacks real host data: capacity=%v nodeInfo=%v", st.GetCapacity(), st.GetNodeInfo())
 	}
 
+	// The CLI against the stack `make run` starts: get, describe, cordon, uncordon.
+	cli := func(args ...string) string {
+		t.Helper()
+		full := append([]string{"--server", fmt.Sprintf("127.0.0.1:%d", base+1)}, args...)
+		out, err := exec.CommandContext(ctx, filepath.Join(bin, "nodepulse"), full...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("nodepulse %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	if out := cli("get", "nodes"); !strings.Contains(out, node) || !strings.Contains(out, "Ready") {
+		t.Errorf("get nodes does not show %s Ready:\n%s", node, out)
+	}
+	if out := cli("describe", "node", node); !strings.Contains(out, "KubeletReady") || !strings.Contains(out, "Capacity:") {
+		t.Errorf("describe node lacks conditions or capacity:\n%s", out)
+	}
+	cli("cordon", node)
+	if out := cli("get", "nodes"); !strings.Contains(out, "SchedulingDisabled") {
+		t.Errorf("cordoned node not shown as SchedulingDisabled:\n%s", out)
+	}
+	cli("uncordon", node)
+	if out := cli("get", "nodes"); strings.Contains(out, "SchedulingDisabled") {
+		t.Errorf("uncordoned node still SchedulingDisabled:\n%s", out)
+	}
+
 	// Freeze the reporter: no renewals, stream still open.
 	frozen := time.Now()
 	if err := syscall.Kill(pids["reporter"], syscall.SIGSTOP); err != nil {
