@@ -191,22 +191,9 @@ func (s *PodServer) ListPods(_ context.Context, req *podv1.ListPodsRequest) (*po
 	if err != nil {
 		return nil, err
 	}
-	size := int(req.GetPageSize())
-	switch {
-	case size < 0:
-		return nil, status.Error(codes.InvalidArgument, "pageSize: must not be negative")
-	case size == 0:
-		size = DefaultPageSize
-	case size > MaxPageSize:
-		size = MaxPageSize
-	}
-	after := ""
-	if tok := req.GetPageToken(); tok != "" {
-		b, err := base64.RawURLEncoding.DecodeString(tok)
-		if err != nil || len(b) == 0 {
-			return nil, status.Error(codes.InvalidArgument, "pageToken: not a token returned by ListPods")
-		}
-		after = string(b)
+	size, after, err := pageParams(req.GetPageSize(), req.GetPageToken(), "ListPods")
+	if err != nil {
+		return nil, err
 	}
 	var pods []cache.PodEntry
 	var ver cache.Version

@@ -104,22 +104,9 @@ func (s *Server) ListNodes(_ context.Context, req *nodev1.ListNodesRequest) (*no
 	if err != nil {
 		return nil, validation.Status(err)
 	}
-	size := int(req.GetPageSize())
-	switch {
-	case size < 0:
-		return nil, status.Error(codes.InvalidArgument, "pageSize: must not be negative")
-	case size == 0:
-		size = DefaultPageSize
-	case size > MaxPageSize:
-		size = MaxPageSize
-	}
-	after := ""
-	if tok := req.GetPageToken(); tok != "" {
-		b, err := base64.RawURLEncoding.DecodeString(tok)
-		if err != nil || len(b) == 0 {
-			return nil, status.Error(codes.InvalidArgument, "pageToken: not a token returned by ListNodes")
-		}
-		after = string(b)
+	size, after, err := pageParams(req.GetPageSize(), req.GetPageToken(), "ListNodes")
+	if err != nil {
+		return nil, err
 	}
 	nodes, ver := s.cache.Nodes()
 	i := sort.Search(len(nodes), func(i int) bool { return nodes[i].GetMetadata().GetName() > after })
@@ -649,4 +636,27 @@ func taintWhy(t *nodev1.Taint) string {
 		return "the node is cordoned"
 	}
 	return "condition " + strings.TrimPrefix(t.GetKey(), "node.kubernetes.io/") + " is reported"
+}
+
+// pageParams reads a list call's page size (0 → DefaultPageSize, capped at
+// MaxPageSize) and continue token (the last name of the previous page,
+// base64url) into the size and the name to continue after.
+func pageParams(pageSize int32, token, rpc string) (int, string, error) {
+	size := int(pageSize)
+	switch {
+	case size < 0:
+		return 0, "", status.Error(codes.InvalidArgument, "pageSize: must not be negative")
+	case size == 0:
+		size = DefaultPageSize
+	case size > MaxPageSize:
+		size = MaxPageSize
+	}
+	if token == "" {
+		return size, "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || len(b) == 0 {
+		return 0, "", status.Error(codes.InvalidArgument, "pageToken: not a token returned by "+rpc)
+	}
+	return size, string(b), nil
 }
