@@ -321,23 +321,7 @@ func (p *Persister) statusLoop(ctx context.Context) {
 			return
 		case first = <-p.statusQ:
 		}
-		batch := []*statusReq{first}
-		// Group commit: collect what arrives within the window, up to one
-		// Txn's worth. The window starts at the first write, so an idle
-		// collector adds no latency beyond it.
-		timer := time.NewTimer(p.cfg.CommitWindow)
-	collect:
-		for len(batch) < maxOps {
-			select {
-			case r := <-p.statusQ:
-				batch = append(batch, r)
-			case <-timer.C:
-				break collect
-			case <-ctx.Done():
-				break collect
-			}
-		}
-		timer.Stop()
+		batch := collectBatch(ctx, p.statusQ, first, maxOps, p.cfg.CommitWindow)
 		p.m.queued.Sub(float64(len(batch)))
 		p.commitStatuses(ctx, batch)
 	}
@@ -489,20 +473,7 @@ func (p *Persister) registerLoop(ctx context.Context) {
 			return
 		case first = <-p.regQ:
 		}
-		batch := []*regReq{first}
-		timer := time.NewTimer(p.cfg.CommitWindow)
-	collect:
-		for len(batch) < per {
-			select {
-			case r := <-p.regQ:
-				batch = append(batch, r)
-			case <-timer.C:
-				break collect
-			case <-ctx.Done():
-				break collect
-			}
-		}
-		timer.Stop()
+		batch := collectBatch(ctx, p.regQ, first, per, p.cfg.CommitWindow)
 		p.m.regInFlight.Inc()
 		p.registerBatch(ctx, batch)
 		p.m.regInFlight.Dec()
@@ -609,4 +580,25 @@ func (p *Persister) registerNames(ctx context.Context, names []string, want map[
 		out[n] = r
 	}
 	return out, nil
+}
+
+// collectBatch is the group commit shared by the status and registration
+// writers: starting from first, it takes what else arrives on q within
+// window, up to limit items. The window opens at the first item, so an idle
+// collector adds no latency beyond it.
+func collectBatch[T any](ctx context.Context, q <-chan T, first T, limit int, window time.Duration) []T {
+	batch := []T{first}
+	timer := time.NewTimer(window)
+	defer timer.Stop()
+	for len(batch) < limit {
+		select {
+		case r := <-q:
+			batch = append(batch, r)
+		case <-timer.C:
+			return batch
+		case <-ctx.Done():
+			return batch
+		}
+	}
+	return batch
 }
