@@ -101,6 +101,35 @@ func quantitiesEqual(a, b map[string]string) bool {
 	return true
 }
 
+// EffectiveConditions returns the conditions Merge would serve, as far as
+// their types and statuses go, without copying anything: the reported
+// conditions with health overrides put in place of the same type (appended
+// when missing). The result shares the inputs' messages; callers must not
+// modify it. It exists for hot paths (the monitor judges every node every
+// pass) that need only types and statuses; use Merge for anything served.
+func EffectiveConditions(status *nodev1.NodeStatus, health *nodev1.NodeHealth) []*nodev1.NodeCondition {
+	reported := status.GetConditions()
+	overrides := health.GetConditionOverrides()
+	if len(overrides) == 0 {
+		return reported
+	}
+	out := make([]*nodev1.NodeCondition, len(reported), len(reported)+len(overrides))
+	copy(out, reported)
+	for _, o := range overrides {
+		replaced := false
+		for i, c := range out {
+			if c.GetType() == o.GetType() {
+				out[i], replaced = o, true
+				break
+			}
+		}
+		if !replaced {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // Merge builds the node as served: metadata and spec from the stored Node,
 // status as reported, then the monitor's health record on top: condition
 // overrides replace reported conditions of the same type (appended when

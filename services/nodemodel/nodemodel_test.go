@@ -90,3 +90,43 @@ func TestMergeRecoveryTransition(t *testing.T) {
 		t.Errorf("Ready transition = %v, want recovery time %v", got, rec)
 	}
 }
+
+// EffectiveConditions must agree with Merge on every condition's type and
+// status: the monitor derives condition taints from it instead of Merge.
+func TestEffectiveConditionsAgreesWithMerge(t *testing.T) {
+	overrides := []*nodev1.NodeCondition{
+		{Type: Ready, Status: Unknown, Reason: ReasonNodeStatusUnknown},
+		{Type: PIDPressure, Status: Unknown, Reason: ReasonNodeStatusNeverUpdated},
+	}
+	cases := []struct {
+		name   string
+		status *nodev1.NodeStatus
+		health *nodev1.NodeHealth
+	}{
+		{"no health", baseStatus(), nil},
+		{"no overrides", baseStatus(), &nodev1.NodeHealth{RecoveryTime: Timestamp(t0.Add(time.Minute))}},
+		{"overrides", baseStatus(), &nodev1.NodeHealth{ConditionOverrides: overrides}},
+		{"no status", nil, &nodev1.NodeHealth{ConditionOverrides: overrides}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var before *nodev1.NodeStatus
+			if c.status != nil {
+				before = proto.CloneOf(c.status)
+			}
+			got := EffectiveConditions(c.status, c.health)
+			want := Merge(&nodev1.Node{}, c.status, c.health).GetStatus().GetConditions()
+			if len(got) != len(want) {
+				t.Fatalf("%d conditions, Merge serves %d", len(got), len(want))
+			}
+			for i := range want {
+				if got[i].GetType() != want[i].GetType() || got[i].GetStatus() != want[i].GetStatus() {
+					t.Errorf("condition %d = %s=%s, Merge serves %s=%s", i, got[i].GetType(), got[i].GetStatus(), want[i].GetType(), want[i].GetStatus())
+				}
+			}
+			if c.status != nil && !proto.Equal(c.status, before) {
+				t.Error("EffectiveConditions modified its input")
+			}
+		})
+	}
+}

@@ -26,6 +26,7 @@ const (
 	MetricPodsNotReady       = "nodepulse_monitor_pods_marked_not_ready_total"
 	MetricEventsWritten      = "nodepulse_monitor_events_written_total"
 	MetricEventsDropped      = "nodepulse_monitor_events_dropped_total"
+	MetricSweepJudged        = "nodepulse_monitor_sweep_judged_total"
 )
 
 type metrics struct {
@@ -45,6 +46,7 @@ type metrics struct {
 	podsNotReady  prometheus.Counter
 	eventsWritten prometheus.Counter
 	eventsDropped *prometheus.CounterVec
+	sweepJudged   prometheus.Counter
 }
 
 func newMetrics(c *Controller) *metrics {
@@ -82,12 +84,14 @@ func newMetrics(c *Controller) *metrics {
 			Help: "Node events (RegisteredNode, NodeNotReady, RemovingNode) written to the store."}),
 		eventsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricEventsDropped,
 			Help: "Node events not written, by reason: queue_full (the bounded event queue was full), fenced (leadership lost), write_failed."}, []string{"reason"}),
+		sweepJudged: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricSweepJudged,
+			Help: "Nodes judged by the deadline sweep between health passes (nodes past their grace period since their last judgement)."}),
 	}
 }
 
 func (m *metrics) register(reg prometheus.Registerer, nodes prometheus.Collector) error {
 	for _, c := range []prometheus.Collector{m.zoneState, m.transitions, m.queueDepth, m.taintsApplied, m.heartbeatAge,
-		m.staleHB, m.leader, m.leaderChanges, m.paused, m.fenced, m.writes, m.passDuration, m.grace, m.podsNotReady, m.eventsWritten, m.eventsDropped, nodes} {
+		m.staleHB, m.leader, m.leaderChanges, m.paused, m.fenced, m.writes, m.passDuration, m.grace, m.podsNotReady, m.eventsWritten, m.eventsDropped, m.sweepJudged, nodes} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

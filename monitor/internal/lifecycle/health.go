@@ -60,6 +60,12 @@ type Input struct {
 	Overrides []*nodev1.NodeCondition
 	// LeaseRenew is the renewTime of leases/<node> in etcd (zero if none).
 	LeaseRenew time.Time
+	// LeaseObservedAt is the monitor's clock when LeaseRenew arrived, when
+	// known (the controller passes the live feed's renewal as LeaseRenew
+	// when it is at least as new as the etcd checkpoint); zero means "seen
+	// now". Like FeedObservedAt it keeps a pass that notices the renewal
+	// late from dating it late.
+	LeaseObservedAt time.Time
 	// FeedRenewals counts live renewals of the node seen on collector feeds.
 	FeedRenewals uint64
 	// FeedObservedAt is the monitor's own clock when the newest of those
@@ -168,28 +174,31 @@ func Evaluate(cfg Config, now time.Time, rec *Record, in Input) Result {
 	// Step 3: heartbeats. Any of them proves the reporter alive now.
 	heard := false
 	heardAt := time.Time{}
-	if in.LeaseRenew.After(rec.LeaseRenew) {
-		rec.LeaseRenew = in.LeaseRenew
-		heard, heardAt = true, now
-	}
-	if hb := reportedHeartbeat(in.Reported); !hb.Equal(rec.ReportedHeartbeat) {
-		rec.ReportedHeartbeat = hb
-		if !hb.IsZero() {
-			heard, heardAt = true, now
-		}
-	}
-	if in.FeedRenewals > rec.FeedRenewals {
-		rec.FeedRenewals = in.FeedRenewals
-		// Dated when it arrived (monitor clock), never later than now, and
-		// never earlier than evidence already recorded.
+	// Each piece of evidence is dated when it arrived if the monitor knows
+	// (never later than now), else now; the newest date wins.
+	hear := func(arrived time.Time) {
 		at := now
-		if !in.FeedObservedAt.IsZero() && in.FeedObservedAt.Before(now) {
-			at = in.FeedObservedAt
+		if !arrived.IsZero() && arrived.Before(now) {
+			at = arrived
 		}
 		if !heard || at.After(heardAt) {
 			heardAt = at
 		}
 		heard = true
+	}
+	if in.LeaseRenew.After(rec.LeaseRenew) {
+		rec.LeaseRenew = in.LeaseRenew
+		hear(in.LeaseObservedAt)
+	}
+	if hb := reportedHeartbeat(in.Reported); !hb.Equal(rec.ReportedHeartbeat) {
+		rec.ReportedHeartbeat = hb
+		if !hb.IsZero() {
+			hear(time.Time{})
+		}
+	}
+	if in.FeedRenewals > rec.FeedRenewals {
+		rec.FeedRenewals = in.FeedRenewals
+		hear(in.FeedObservedAt)
 	}
 	if heard && heardAt.After(rec.Probe) {
 		rec.Probe = heardAt

@@ -39,6 +39,7 @@ type sim struct {
 	st        *nodev1.NodeStatus
 	overrides []*nodev1.NodeCondition
 	lease     time.Time
+	leaseAt   time.Time
 	feed      uint64
 	feedAt    time.Time
 	epoch     uint64
@@ -49,7 +50,7 @@ type sim struct {
 func (s *sim) at(now time.Time) Result {
 	r := Evaluate(s.cfg, now, &s.rec, Input{
 		Node: nodeWith(s.st, s.overrides), Reported: s.st, Overrides: s.overrides,
-		LeaseRenew: s.lease, FeedRenewals: s.feed, FeedObservedAt: s.feedAt, GraceEpoch: s.epoch, Paused: s.paused, FreshSince: s.fresh,
+		LeaseRenew: s.lease, LeaseObservedAt: s.leaseAt, FeedRenewals: s.feed, FeedObservedAt: s.feedAt, GraceEpoch: s.epoch, Paused: s.paused, FreshSince: s.fresh,
 	})
 	s.overrides = r.Overrides
 	return r
@@ -306,5 +307,35 @@ func TestFeedRenewalDatedOnArrival(t *testing.T) {
 	s2.at(t0.Add(6 * time.Second))
 	if !s2.rec.Probe.Equal(t0.Add(5 * time.Second)) {
 		t.Fatalf("probe moved backwards to %s", s2.rec.Probe.Sub(t0))
+	}
+}
+
+// The controller hands the feed's renewTime over as the lease when it is at
+// least as new as etcd's checkpoint, together with its arrival time: the
+// renewal must be dated by its arrival on both paths, or the lease path
+// (dated "now") would undo the feed's dating and detection would slip by up
+// to one period again.
+func TestLeaseFromFeedDatedOnArrival(t *testing.T) {
+	cfg := DefaultConfig()
+	s := &sim{cfg: cfg, st: reported(nodemodel.True, t0)}
+	s.at(t0)
+	arrived := t0.Add(11 * time.Second)
+	s.lease, s.leaseAt = arrived, arrived // the reporter's renewTime (its own clock) and the arrival
+	s.feed, s.feedAt = 1, arrived
+	s.at(arrived.Add(4 * time.Second))
+	if !s.rec.Probe.Equal(arrived) {
+		t.Fatalf("probe = %s, want the arrival time %s", s.rec.Probe.Sub(t0), arrived.Sub(t0))
+	}
+	if r := s.at(arrived.Add(cfg.GracePeriod + time.Nanosecond)); ready(r) != nodemodel.Unknown {
+		t.Fatal("still healthy past arrival+grace: the lease path dated the renewal by the pass")
+	}
+
+	// An etcd checkpoint without an arrival time is dated by the pass.
+	s2 := &sim{cfg: cfg, st: reported(nodemodel.True, t0)}
+	s2.at(t0)
+	s2.lease = t0.Add(11 * time.Second)
+	s2.at(t0.Add(15 * time.Second))
+	if !s2.rec.Probe.Equal(t0.Add(15 * time.Second)) {
+		t.Fatalf("etcd lease: probe = %s, want the pass time", s2.rec.Probe.Sub(t0))
 	}
 }

@@ -1,0 +1,94 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	"github.com/nodepulse/nodepulse/services/nodemodel"
+)
+
+// DefaultSweepPeriod bounds how late after its deadline a dead node is
+// marked, when Config.SweepPeriod is 0.
+const DefaultSweepPeriod = 250 * time.Millisecond
+
+// sweepPeriod is the configured sweep period, defaulted and never longer
+// than the monitor period (a sweep that rare would be pointless).
+func (c *Controller) sweepPeriod() time.Duration {
+	p := c.cfg.SweepPeriod
+	if p <= 0 {
+		p = DefaultSweepPeriod
+	}
+	return min(p, c.cfg.MonitorPeriod)
+}
+
+// Sweep judges, between two health passes, only the nodes whose grace
+// period may have run out. Exported for tests.
+//
+// Why: a full pass judges every node and at 100,000 nodes takes seconds,
+// and it starts MonitorPeriod after the previous one ended, so a node
+// whose deadline falls just after a pass started would be marked up to a
+// pass duration plus a period late. A sweep only reads the controller's own
+// records (one map walk, no cache copies), so it can run every few hundred
+// milliseconds and mark a dead node within about SweepPeriod of its
+// deadline, also when 10% of the fleet dies at once.
+//
+// The filter is conservative: rec.Probe only moves forward when a node is
+// judged, so a node whose Probe + grace has passed is either dead or renewed
+// after its last judgement; judging it (Evaluate sees the newest renewal)
+// tells which, and refreshes Probe for the live ones so they drop out of the
+// next sweep. Nodes already served Unknown are skipped: lifting an override
+// is the full pass's job. Everything else a pass does (zone states, deleted
+// nodes, orphans) stays in the pass; a node marked here gets its NoExecute
+// taint from the next pass, exactly as a node marked by a pass does (the
+// taint follows the Ready condition as read).
+func (c *Controller) Sweep(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.leading || c.paused != "" {
+		return nil
+	}
+	now := c.cfg.Now()
+	if c.checkPause(now) != "" {
+		return nil // the next pass pauses judgement and says why
+	}
+	grace := c.cfg.Lifecycle.GracePeriod
+	var due []string
+	for name, rec := range c.records {
+		if rec.Probe.IsZero() || now.Sub(rec.Probe) <= grace || c.lastReady[name] == nodemodel.Unknown {
+			continue
+		}
+		due = append(due, name)
+	}
+	if len(due) == 0 {
+		return nil
+	}
+	cacheRev := c.cache.Revision()
+	zones := map[string][]string{} // zone states are the pass's business
+	stale := 0
+	var writes []*healthWrite
+	var pods []podCheck
+	for _, name := range due {
+		e, ok := c.cache.Entry(name)
+		if !ok {
+			continue // deleted: the next pass forgets it
+		}
+		w, pc := c.judgeLocked(c.cfg.Now(), c.viewLocked(e, cacheRev), zones, &stale)
+		if w != nil {
+			writes = append(writes, w)
+		}
+		if pc != nil {
+			pods = append(pods, *pc)
+		}
+	}
+	c.m.sweepJudged.Add(float64(len(due)))
+	err := c.writeHealthLocked(ctx, writes, true)
+	if err != nil {
+		return err
+	}
+	for _, pc := range pods {
+		if err := c.podsAfterPassLocked(ctx, c.cfg.Now(), pc.node, pc.observed, pc.current); err != nil {
+			return err
+		}
+	}
+	return nil
+}
