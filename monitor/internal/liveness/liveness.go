@@ -87,7 +87,10 @@ type node struct {
 	renewTime  time.Time
 	observedAt time.Time
 	collector  string
-	epoch      uint64
+	// detachedFrom: the collector the node last detached from, while it
+	// is not attached anywhere ("" once attached again).
+	detachedFrom string
+	epoch        uint64
 }
 
 // Tracker follows the feeds.
@@ -183,9 +186,13 @@ func (t *Tracker) reconcile(ctx context.Context) {
 		// Its nodes are reconnecting elsewhere: give them a fresh grace
 		// period rather than judging them on a renewal gap they did not cause.
 		n := 0
+		// That includes the nodes it sent away while draining and that have
+		// not attached anywhere yet: with one collector (or all of them
+		// restarting) they cannot attach before a replacement listens, and
+		// the gap is the rollout's, not theirs.
 		for _, nd := range t.nodes {
-			if nd.collector == id {
-				nd.collector = ""
+			if nd.collector == id || nd.collector == "" && nd.detachedFrom == id {
+				nd.collector, nd.detachedFrom = "", ""
 				nd.epoch++
 				n++
 			}
@@ -279,7 +286,7 @@ func (t *Tracker) batch(id string, f *feed, b *collectorv1.WatchLivenessResponse
 		}
 		switch ev.GetKind() {
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_ATTACHED, collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_RENEWED:
-			nd.collector = id
+			nd.collector, nd.detachedFrom = id, ""
 			rt := ev.GetRenewTime().AsTime()
 			// A snapshot repeats renewals already seen; only a renewal whose
 			// renewTime advanced (or a new attach) is fresh evidence.
@@ -298,7 +305,7 @@ func (t *Tracker) batch(id string, f *feed, b *collectorv1.WatchLivenessResponse
 			nd.observedAt = now
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_DETACHED, collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_LEAVING:
 			if nd.collector == id {
-				nd.collector = ""
+				nd.collector, nd.detachedFrom = "", id
 			}
 		}
 	}

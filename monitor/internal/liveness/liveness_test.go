@@ -161,12 +161,49 @@ func TestTrackerFollowsFeed(t *testing.T) {
 	if !tr.Node("n1").Paused || !tr.AllStale() {
 		t.Fatal("feed silent for 3 intervals not stale")
 	}
-	// The collector vanishes: its nodes get a fresh grace period.
-	src.set(map[string]*collectorv1.CollectorInfo{})
+	// The collector drains: it sends n2 and n4 away (DETACHED).
+	clk.add(-3 * time.Second) // fresh again
+	feed.batches <- &collectorv1.WatchLivenessResponse{CollectorId: "c1", HeartbeatInterval: hb, Events: []*collectorv1.LivenessEvent{
+		{NodeName: "n2", Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_ATTACHED, RenewTime: nodemodel.Timestamp(reporterClock)},
+		{NodeName: "n4", Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_ATTACHED, RenewTime: nodemodel.Timestamp(reporterClock)},
+	}}
+	poll(t, "n2 and n4 attached", func() bool { return tr.Node("n2").Collector == "c1" && tr.Node("n4").Collector == "c1" })
+	feed.batches <- &collectorv1.WatchLivenessResponse{CollectorId: "c1", HeartbeatInterval: hb, Events: []*collectorv1.LivenessEvent{
+		{NodeName: "n2", Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_DETACHED},
+		{NodeName: "n4", Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_DETACHED},
+	}}
+	poll(t, "n2 and n4 detached", func() bool { return tr.Node("n2").Collector == "" && tr.Node("n4").Collector == "" })
+	// n4 attaches to another collector before c1 is gone: it is not owed
+	// anything (its renewals flow again).
+	ln2, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2 := grpc.NewServer()
+	feed2 := &fakeFeed{batches: make(chan *collectorv1.WatchLivenessResponse, 16)}
+	collectorv1.RegisterFeedServiceServer(srv2, feed2)
+	go func() { _ = srv2.Serve(ln2) }()
+	defer srv2.Stop()
+	src.set(map[string]*collectorv1.CollectorInfo{"c1": {Id: "c1", FeedAddress: ln.Addr().String()}, "c2": {Id: "c2", FeedAddress: ln2.Addr().String()}})
+	feed2.batches <- &collectorv1.WatchLivenessResponse{CollectorId: "c2", HeartbeatInterval: hb, Events: []*collectorv1.LivenessEvent{
+		{NodeName: "n4", Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_ATTACHED, RenewTime: nodemodel.Timestamp(reporterClock.Add(time.Second))}}}
+	poll(t, "n4 attached to c2", func() bool { return tr.Node("n4").Collector == "c2" })
+
+	// The collector vanishes: its nodes get a fresh grace period, including
+	// the ones it sent away that have not attached anywhere yet.
+	src.set(map[string]*collectorv1.CollectorInfo{"c2": {Id: "c2", FeedAddress: ln2.Addr().String()}})
 	poll(t, "collector removal", func() bool { return tr.Node("n1").Epoch == 1 })
 	if n := tr.Node("n1"); n.Collector != "" || n.Paused {
 		t.Fatalf("after removal: %+v", n)
 	}
+	if n := tr.Node("n2"); n.Epoch != 1 {
+		t.Fatalf("n2, sent away by the draining collector and not attached since, not owed a fresh grace period: %+v", n)
+	}
+	if n := tr.Node("n4"); n.Epoch != 0 || n.Collector != "c2" {
+		t.Fatalf("n4, attached elsewhere, got a fresh grace period: %+v", n)
+	}
+	src.set(map[string]*collectorv1.CollectorInfo{})
+	poll(t, "c2 removal", func() bool { return tr.Node("n4").Epoch == 1 })
 	if tr.AllStale() {
 		t.Fatal("no feeds followed must not count as all stale")
 	}
