@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"net"
 	"runtime"
@@ -35,6 +36,7 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
@@ -90,6 +92,7 @@ const (
 	flagPartitioned             // send nothing, keep the stream
 	flagMemPressure             // report MemoryPressure=True
 	flagConnected               // registered stream open
+	flagReboot                  // stopped (crashed): forget the condition state
 )
 
 // vnode is one virtual node. Keep it small: there may be 100,000.
@@ -100,15 +103,21 @@ type vnode struct {
 	minLeaseMs  atomic.Uint32
 
 	// Scheduler-owned.
-	stream     grpc.BidiStreamingClient[collectorv1.ReportRequest, collectorv1.ReportResponse]
-	gen        uint32
-	seq        uint64
-	leaseDue   int64
-	statusDue  int64
-	regTime    int64
+	stream    grpc.BidiStreamingClient[collectorv1.ReportRequest, collectorv1.ReportResponse]
+	gen       uint32
+	seq       uint64
+	leaseDue  int64
+	statusDue int64
+	// Condition state, as a real reporter keeps it in memory: it survives
+	// reconnects (so the status sent after a re-registration equals the
+	// stored one except for heartbeat times, and costs the collector no
+	// write) and is reset only by a "process restart" (first start, or a
+	// stop fault: a crashed machine).
+	// bootTime: when the conditions were first set (their transition time).
+	bootTime   int64
 	memSince   int64
 	memSent    bool
-	sentStatus bool
+	sentStatus bool // conditions exist (a status was built since boot)
 
 	// Guarded by conn.mu.
 	cancel context.CancelFunc
@@ -126,7 +135,12 @@ type Simulator struct {
 	width   int
 	setCfg  setters.Config
 	renew   time.Duration
+	now     func() time.Time // the clock (tests)
 	started atomic.Int64
+	// Precomputed label values and IDs (registration is the hot path of a
+	// ramp or reconnect storm).
+	zoneLabel  []string
+	reporterID string
 	// stopping: the simulation is ending; nodes must not reconnect.
 	stopping atomic.Bool
 
@@ -157,10 +171,15 @@ func New(cfg Config, lg *zap.Logger, m *Metrics) (*Simulator, error) {
 	}
 	th, _ := setters.ParseThresholds(setters.DefaultEvictionHard)
 	s := &Simulator{cfg: cfg, lg: lg.Named("simulate"), m: m, nodes: make([]vnode, cfg.Nodes),
-		width: len(fmt.Sprint(cfg.Nodes - 1)), renew: time.Duration(cfg.LeaseDurationSeconds) * time.Second / 4,
+		width: len(fmt.Sprint(cfg.Nodes - 1)), renew: time.Duration(cfg.LeaseDurationSeconds) * time.Second / 4, now: time.Now,
 		setCfg: setters.Config{MaxPods: 110, EvictionHard: th, ReporterVersion: version.String() + "-sim", LocalStorageIsolation: true}}
+	for z := range cfg.Zones {
+		s.zoneLabel = append(s.zoneLabel, fmt.Sprintf("%s-%c", cfg.Region, 'a'+rune(z%26)))
+	}
+	s.started.Store(time.Now().UnixNano())
+	s.reporterID = fmt.Sprintf("sim-%d", s.started.Load())
 	for i := range cfg.Connections {
-		cc, err := grpcclient.Dial(cfg.Collector, nil)
+		cc, err := grpcclient.Dial(cfg.Collector, nil, connectParams)
 		if err != nil {
 			s.closeConns()
 			return nil, fmt.Errorf("connection %d: %w", i, err)
@@ -168,10 +187,20 @@ func New(cfg Config, lg *zap.Logger, m *Metrics) (*Simulator, error) {
 		s.conns = append(s.conns, &conn{sim: s, idx: i, cc: cc, client: collectorv1.NewCollectorServiceClient(cc),
 			inbox: make(chan event, 4096)})
 	}
-	s.started.Store(time.Now().UnixNano())
 	m.nodes.Set(float64(cfg.Nodes))
 	return s, nil
 }
+
+// connectParams: reconnect a lost connection within ~1 s of the collector
+// listening again. grpc-go's default connection backoff (1 s × 1.6 per
+// failure up to 120 s) leaves a connection that failed through a 15 s
+// collector restart waiting up to ~10 s more after the new collector is up;
+// every stream of that connection (100 nodes) waits with it. 1,000
+// connections retrying at most every 1.2 s is a trivial load on a listener.
+var connectParams = grpc.WithConnectParams(grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+	MinConnectTimeout: 20 * time.Second,
+})
 
 func (s *Simulator) closeConns() {
 	for _, c := range s.conns {
@@ -262,7 +291,7 @@ func (s *Simulator) startNode(i int) {
 // stopNode abruptly ends node i's stream (a crashed machine: no Leaving).
 func (s *Simulator) stopNode(i int) {
 	n := &s.nodes[i]
-	setFlag(&n.flags, flagStopped, true)
+	setFlag(&n.flags, flagStopped|flagReboot, true)
 	c := s.connOf(i)
 	c.mu.Lock()
 	if n.cancel != nil {
@@ -402,13 +431,13 @@ func (s *Simulator) register(i int) *collectorv1.Register {
 			nodemodel.LabelHostname:     name,
 			nodemodel.LabelOS:           runtime.GOOS,
 			nodemodel.LabelArch:         runtime.GOARCH,
-			nodemodel.LabelZone:         fmt.Sprintf("%s-%c", s.cfg.Region, 'a'+rune(i%s.cfg.Zones%26)),
+			nodemodel.LabelZone:         s.zoneLabel[i%s.cfg.Zones],
 			nodemodel.LabelRegion:       s.cfg.Region,
 			nodemodel.LabelInstanceType: shapes[s.shape(i)].name,
 			"nodepulse.io/simulated":    "true",
 		},
 		ReporterVersion: version.String() + "-sim",
-		ReporterId:      fmt.Sprintf("sim-%d", s.started.Load()),
+		ReporterId:      s.reporterID,
 	}
 }
 
@@ -455,7 +484,7 @@ func (s *Simulator) status(i int, n *vnode, now time.Time) *nodev1.NodeStatus {
 	ip := net.IPv4(10, byte(i>>16), byte(i>>8), byte(i))
 	cfg := s.setCfg
 	cfg.NodeName = s.Name(i)
-	reg := nodemodel.Timestamp(time.Unix(0, n.regTime))
+	reg := nodemodel.Timestamp(time.Unix(0, n.bootTime))
 	memStatus, memSince := nodemodel.False, reg
 	if n.memSent {
 		memStatus = nodemodel.True
@@ -482,7 +511,7 @@ func (s *Simulator) status(i int, n *vnode, now time.Time) *nodev1.NodeStatus {
 		cond(nodemodel.Ready, nodemodel.True, reg),
 	}}
 	if !n.sentStatus {
-		old = nil // first status of a stream: fresh node semantics
+		old = nil // first status since boot: fresh node semantics
 	}
 	res := setters.Apply(now, &cfg, setters.Inputs{Host: snap, NodeIP: ip,
 		Pressure: setters.PressureFlags{Memory: mem, Disk: diskPressure}}, old)
@@ -591,7 +620,7 @@ func (c *conn) schedule(ctx context.Context) {
 			c.handle(e)
 		case <-timer.C:
 		}
-		now := time.Now()
+		now := s.now()
 		nowNs := now.UnixNano()
 		for len(c.heap) > 0 && c.heap[0].due <= nowNs {
 			it := heap.Pop(&c.heap).(item)
@@ -604,12 +633,12 @@ func (c *conn) schedule(ctx context.Context) {
 				if it.due != n.leaseDue {
 					continue
 				}
-				c.lease(int(it.node), n, now)
+				c.lease(int(it.node), n, now, false)
 			case 1:
 				if it.due != n.statusDue {
 					continue
 				}
-				c.sendStatus(int(it.node), n, now)
+				c.sendStatus(int(it.node), n, now, false)
 			}
 		}
 	}
@@ -618,16 +647,20 @@ func (c *conn) schedule(ctx context.Context) {
 func (c *conn) handle(e event) {
 	s := c.sim
 	n := &s.nodes[e.node]
-	now := time.Now()
+	now := s.now()
 	switch e.kind {
 	case evRegistered:
 		n.stream, n.gen, n.seq = e.stream, e.gen, 1
-		n.sentStatus = false
-		n.regTime = now.UnixNano()
-		n.memSince = 0
-		// As a real reporter: renew and send a full status at once.
-		c.lease(int(e.node), n, now)
-		c.sendStatus(int(e.node), n, now)
+		if n.bootTime == 0 || n.flags.Load()&flagReboot != 0 {
+			setFlag(&n.flags, flagReboot, false)
+			n.sentStatus, n.memSent = false, false
+			n.bootTime = now.UnixNano()
+			n.memSince = 0
+		}
+		// As a real reporter: renew and send a full status at once (with
+		// the conditions it kept across the reconnect).
+		c.lease(int(e.node), n, now, true)
+		c.sendStatus(int(e.node), n, now, true)
 	case evDetached:
 		if n.gen == e.gen {
 			n.stream = nil
@@ -635,7 +668,7 @@ func (c *conn) handle(e event) {
 		}
 	case evStatusNow:
 		if n.stream != nil && (e.gen == 0 || e.gen == n.gen) {
-			c.sendStatus(int(e.node), n, now)
+			c.sendStatus(int(e.node), n, now, false)
 		}
 	case evRetry:
 		if n.stream != nil && e.gen == n.gen {
@@ -656,7 +689,30 @@ func (c *conn) send(n *vnode, req *collectorv1.ReportRequest) bool {
 	return n.stream.Send(req) == nil
 }
 
-func (c *conn) lease(i int, n *vnode, now time.Time) {
+// leaseDelay is the wait until the next renewal: the kubelet's interval
+// plus up to JitterFactor of it — except right after a (re)registration,
+// whose renewal went out at once. Then the wait is a random phase drawn from
+// the equilibrium distribution of that renewal process (the forward
+// recurrence time: uniform over [0, interval), then tapering linearly to 0
+// over the jitter range; density (1−F(x))/mean). A node's renewal phase is
+// thus independent of when it registered, and a fleet that (re)registered
+// in a burst (a ramp, a collector restart) renews evenly over time from the
+// first interval on, instead of repeating the burst every 10 s. A real
+// fleet gets this from its machines' independent start times. (A plain
+// uniform phase over the interval would leave a dip of JitterFactor/2 of
+// the interval that drifts through every later cycle.)
+func leaseDelay(interval time.Duration, registered bool) time.Duration {
+	j := heartbeat.JitterFactor * float64(interval)
+	if !registered {
+		return interval + time.Duration(rand.Float64()*j)
+	}
+	if u := rand.Float64() * (float64(interval) + j/2); u < float64(interval) {
+		return time.Duration(u) + 1
+	}
+	return interval + time.Duration((1-math.Sqrt(rand.Float64()))*j)
+}
+
+func (c *conn) lease(i int, n *vnode, now time.Time, registered bool) {
 	s := c.sim
 	req := &collectorv1.ReportRequest{Message: &collectorv1.ReportRequest_Lease{Lease: &collectorv1.LeaseRenewal{
 		RenewTime: timestamppb.New(now), LeaseDurationSeconds: s.cfg.LeaseDurationSeconds}}}
@@ -666,13 +722,13 @@ func (c *conn) lease(i int, n *vnode, now time.Time) {
 		s.m.renewals.Inc()
 	}
 	interval := max(s.renew, time.Duration(n.minLeaseMs.Load())*time.Millisecond)
-	n.leaseDue = now.Add(interval + time.Duration(rand.Float64()*heartbeat.JitterFactor*float64(interval))).UnixNano()
+	n.leaseDue = now.Add(leaseDelay(interval, registered)).UnixNano()
 	heap.Push(&c.heap, item{due: n.leaseDue, node: int32(i), kind: 0})
 }
 
-func (c *conn) sendStatus(i int, n *vnode, now time.Time) {
+func (c *conn) sendStatus(i int, n *vnode, now time.Time, registered bool) {
 	s := c.sim
-	changed := !n.sentStatus || n.memSent != (n.flags.Load()&flagMemPressure != 0)
+	changed := registered || !n.sentStatus || n.memSent != (n.flags.Load()&flagMemPressure != 0)
 	st := s.status(i, n, now)
 	if c.send(n, &collectorv1.ReportRequest{Message: &collectorv1.ReportRequest_Status{Status: &collectorv1.StatusReport{Status: st}}}) {
 		s.m.statuses.Inc()

@@ -20,7 +20,7 @@ func TestPeriodicStatusIsUnchanged(t *testing.T) {
 	reg := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	for i := range 20 {
 		n := &sim.nodes[i]
-		n.regTime = reg.UnixNano()
+		n.bootTime = reg.UnixNano()
 		first := sim.status(i, n, reg)
 		n.sentStatus = true
 		later := sim.status(i, n, reg.Add(5*time.Minute))

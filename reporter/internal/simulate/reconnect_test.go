@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
+package simulate
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/reporter/internal/heartbeat"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
+)
+
+// captureStream is a Report stream that records what the scheduler sends.
+type captureStream struct {
+	grpc.ClientStream
+	sent []*collectorv1.ReportRequest
+}
+
+func (c *captureStream) Send(r *collectorv1.ReportRequest) error {
+	c.sent = append(c.sent, r)
+	return nil
+}
+
+func (c *captureStream) Recv() (*collectorv1.ReportResponse, error) { select {} }
+
+func (c *captureStream) lastStatus(t *testing.T) *nodev1.NodeStatus {
+	t.Helper()
+	for i := len(c.sent) - 1; i >= 0; i-- {
+		if st := c.sent[i].GetStatus().GetStatus(); st != nil {
+			return st
+		}
+	}
+	t.Fatal("no status sent")
+	return nil
+}
+
+// testSim is a simulator whose scheduler is driven by hand on a fake clock.
+func testSim(t *testing.T, nodes int) (*Simulator, *time.Time) {
+	t.Helper()
+	sim, err := New(simConfig("127.0.0.1:1", nodes), zap.NewNop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.closeConns)
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	sim.now = func() time.Time { return now }
+	return sim, &now
+}
+
+// register hands node i a new stream as its receive goroutine would after
+// a successful Register, and returns what the scheduler sent on it.
+func register(sim *Simulator, i int, gen uint32) *captureStream {
+	cs := &captureStream{}
+	sim.connOf(i).handle(event{kind: evRegistered, node: int32(i), gen: gen, stream: cs})
+	return cs
+}
+
+func transitions(st *nodev1.NodeStatus) map[string]time.Time {
+	m := map[string]time.Time{}
+	for _, c := range st.GetConditions() {
+		m[c.GetType()] = c.GetLastTransitionTime().AsTime()
+	}
+	return m
+}
+
+// TestReconnectKeepsConditions: after a reconnect (a collector restart) a
+// virtual node sends the status it sent before — same conditions, same
+// transition times, newer heartbeats — as a real reporter that kept running
+// does, so the collector finds it unchanged and writes nothing. Only a
+// "crash" (the stop fault) resets the conditions.
+func TestReconnectKeepsConditions(t *testing.T) {
+	sim, now := testSim(t, 3)
+	t0 := *now
+	first := register(sim, 0, 1).lastStatus(t)
+	for typ, tt := range transitions(first) {
+		if !tt.Equal(t0) {
+			t.Fatalf("first status: %s transition %v, want %v", typ, tt, t0)
+		}
+	}
+
+	// Memory pressure appears a minute later and is reported.
+	*now = t0.Add(time.Minute)
+	setFlag(&sim.nodes[0].flags, flagMemPressure, true)
+	cs := sim.nodes[0].stream.(*captureStream)
+	sim.connOf(0).handle(event{kind: evStatusNow, node: 0, gen: 1})
+	withMem := cs.lastStatus(t)
+	if nodemodel.ConditionStatus(withMem.GetConditions(), nodemodel.MemoryPressure) != nodemodel.True {
+		t.Fatalf("memory pressure not reported: %v", withMem.GetConditions())
+	}
+
+	// The collector restarts: the stream ends, the node registers again.
+	sim.connOf(0).handle(event{kind: evDetached, node: 0, gen: 1})
+	*now = t0.Add(2 * time.Minute)
+	again := register(sim, 0, 2).lastStatus(t)
+	if nodemodel.StatusChanged(withMem, again) {
+		t.Fatalf("status after reconnect differs from the stored one:\nbefore %v\nafter  %v", withMem.GetConditions(), again.GetConditions())
+	}
+	want := transitions(withMem)
+	for typ, tt := range transitions(again) {
+		if !tt.Equal(want[typ]) {
+			t.Errorf("after reconnect: %s transition %v, want %v (kept)", typ, tt, want[typ])
+		}
+	}
+	if want[nodemodel.MemoryPressure].Equal(t0) || !want[nodemodel.Ready].Equal(t0) {
+		t.Errorf("transitions before the reconnect: %v", want)
+	}
+	for _, c := range again.GetConditions() {
+		if !c.GetLastHeartbeatTime().AsTime().Equal(*now) {
+			t.Errorf("%s heartbeat %v, want %v", c.GetType(), c.GetLastHeartbeatTime().AsTime(), *now)
+		}
+	}
+
+	// A crash (stop fault) and a start: a new process, fresh conditions.
+	sim.stopNode(0)
+	sim.connOf(0).handle(event{kind: evDetached, node: 0, gen: 2})
+	*now = t0.Add(5 * time.Minute)
+	rebooted := register(sim, 0, 3).lastStatus(t)
+	for typ, tt := range transitions(rebooted) {
+		if !tt.Equal(*now) {
+			t.Errorf("after a crash: %s transition %v, want %v (fresh)", typ, tt, *now)
+		}
+	}
+	if sim.nodes[0].flags.Load()&flagReboot != 0 {
+		t.Error("reboot flag not cleared")
+	}
+}
+
+// TestRenewalPhasesIndependentOfRegistration: a fleet that registers in one
+// burst renews evenly over the renew interval afterwards — the goal
+// "renewals per 100 ms within ±20 % of the mean" — instead of repeating
+// the burst every interval.
+func TestRenewalPhasesIndependentOfRegistration(t *testing.T) {
+	const (
+		nodes    = 100_000
+		interval = 10 * time.Second
+		bin      = 100 * time.Millisecond
+	)
+	// Every node registers within the same 100 ms (a reconnect storm) and
+	// then renews on the scheduler's delays; count renewals per 100 ms over
+	// the third interval after the burst.
+	from, to := 2*interval, 3*interval
+	counts := make([]int, (to-from)/bin)
+	for i := range nodes {
+		at := time.Duration(i) * bin / nodes
+		at += leaseDelay(interval, true)
+		for at < to {
+			if at >= from {
+				counts[(at-from)/bin]++
+			}
+			at += leaseDelay(interval, false)
+		}
+	}
+	mean, worst := 0.0, 0.0
+	for _, c := range counts {
+		mean += float64(c)
+	}
+	mean /= float64(len(counts))
+	for _, c := range counts {
+		worst = max(worst, math.Abs(float64(c)-mean)/mean)
+	}
+	// ~980 per bin: Poisson noise is 3 %; the old scheduling put every
+	// renewal of the burst into 1–2 bins, a uniform phase over the interval
+	// alone left a 47 % dip.
+	if worst > 0.15 {
+		t.Errorf("renewals per 100 ms deviate up to %.0f%% from the mean %.0f: %v", 100*worst, mean, counts)
+	}
+
+	// The scheduler uses it: right after registering, the next renewal is
+	// due within one interval, not after it.
+	sim, now := testSim(t, 200)
+	var early int
+	for i := range 200 {
+		register(sim, i, 1)
+		d := time.Duration(sim.nodes[i].leaseDue - now.UnixNano())
+		if maxD := sim.renew + time.Duration(heartbeat.JitterFactor*float64(sim.renew)); d <= 0 || d > maxD {
+			t.Fatalf("node %d: next renewal in %s, want (0, %s]", i, d, maxD)
+		}
+		if d < sim.renew/2 {
+			early++
+		}
+	}
+	if early < 60 || early > 140 {
+		t.Errorf("%d of 200 nodes renew in the first half of the interval, want ~100", early)
+	}
+}
