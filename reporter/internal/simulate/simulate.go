@@ -328,7 +328,7 @@ func (s *Simulator) runNode(i int) {
 		if n.flags.Load()&flagStopped != 0 || s.streamCtx.Err() != nil {
 			return
 		}
-		registered, reconnectNow := s.session(i, n, c)
+		registered, reconnectNow, err := s.session(i, n, c)
 		if registered {
 			backoff = heartbeat.BackoffInitial
 		}
@@ -342,38 +342,40 @@ func (s *Simulator) runNode(i int) {
 		select {
 		case <-s.streamCtx.Done():
 			return
-		case <-time.After(heartbeat.Jittered(backoff)):
+		case <-time.After(heartbeat.ReconnectWait(backoff, err)):
 		}
 		backoff = min(2*backoff, heartbeat.BackoffMax)
 	}
 }
 
-func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow bool) {
+// session runs one stream. err is what ended a failed registration (its
+// RetryInfo, if any, sets the reconnect wait).
+func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow bool, err error) {
 	ctx, cancel := context.WithCancel(s.streamCtx)
 	defer cancel()
 	c.mu.Lock()
 	n.cancel = cancel
 	c.mu.Unlock()
 	if n.flags.Load()&flagStopped != 0 {
-		return false, false
+		return false, false, nil
 	}
 	// WaitForReady: a fleet starting at once would otherwise see every
 	// stream fail fast while its connection is still handshaking, and spend
 	// seconds in backoff instead of registering.
 	stream, err := c.client.Report(ctx, grpc.WaitForReady(true))
 	if err != nil {
-		return false, false
+		return false, false, err
 	}
 	start := time.Now()
 	if err := stream.Send(&collectorv1.ReportRequest{Seq: 1, Message: &collectorv1.ReportRequest_Register{Register: s.register(i)}}); err != nil {
-		return false, false
+		return false, false, err
 	}
 	resp, err := stream.Recv()
 	if err != nil || resp.GetAck().GetSeq() != 1 || resp.GetAck().GetError() != nil {
-		// An overloaded collector says how long to stay away (RetryInfo);
-		// the backoff in runNode comes on top.
-		heartbeat.WaitRetryDelay(ctx, err)
-		return false, false
+		// An overloaded collector says how long to stay away (RetryInfo):
+		// runNode waits the longer of that and its backoff, as a real
+		// reporter does (heartbeat.ReconnectWait), not their sum.
+		return false, false, err
 	}
 	s.m.registrations.Inc()
 	s.m.registerLatency.Observe(time.Since(start).Seconds())
@@ -390,7 +392,7 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
-			return true, false
+			return true, false, nil
 		}
 		switch m := resp.GetMessage().(type) {
 		case *collectorv1.ReportResponse_Ack:
@@ -417,7 +419,7 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 					case <-ctx.Done():
 					}
 				}
-				return true, true
+				return true, true, nil
 			}
 		}
 	}
