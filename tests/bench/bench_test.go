@@ -284,3 +284,21 @@ func TestConfigSteps(t *testing.T) {
 		t.Errorf("kill count %d", c.KillCount())
 	}
 }
+
+// TestRestartDrainWindow: the collector gets the short drain window the
+// restart stage is documented with, and 0 leaves the collector's defaults.
+func TestRestartDrainWindow(t *testing.T) {
+	r := &runner{cfg: Config{Nodes: 1000, Checkpoint: time.Minute, RestartDrain: time.Second}}
+	args := strings.Join(r.collectorArgs(), " ")
+	if !strings.Contains(args, "--drain.reconnect-window=1s") || !strings.Contains(args, "--grpc.drain-timeout=3s") {
+		t.Errorf("collector args %q lack the drain window", args)
+	}
+	r.cfg.RestartDrain = 0
+	if args := strings.Join(r.collectorArgs(), " "); strings.Contains(args, "drain") {
+		t.Errorf("collector args %q: want the collector's drain defaults", args)
+	}
+	c := Config{Nodes: 1000, Connections: 10, LeaseSeconds: 40, RestartDrain: -time.Second}
+	if c.Validate() == nil {
+		t.Error("negative drain window accepted")
+	}
+}

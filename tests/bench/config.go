@@ -28,7 +28,14 @@ a monitor and the reporter simulator in two processes (the survivors and the
   kill       SIGKILL the small simulator: every killed node must turn Unknown
              within grace + 2 s; survivors must not (false Unknown)
   restart    SIGTERM the collector, start a new one on the same port: time until
-             every survivor is attached again, and the Unknowns it caused
+             every survivor is attached again, and the Unknowns it caused.
+             The collector runs with --drain.reconnect-window=--restart-drain-window
+             (1 s; collector default 5 s) and --grpc.drain-timeout = that + 2 s:
+             the drain window spreads reconnects over the *other* collectors of a
+             rolling restart; with one collector on one port there is nowhere to
+             go, so a long window only keeps the old process alive while every
+             reporter already waits for the new one. A single-replica
+             deployment would run with a short window; so does the bench.
   baseline-* the Kubernetes write path on the same etcd (nodepulse stopped first):
              every node writes its ~0.7 KB Lease as one etcd Txn every 10 s,
              stepped through --baseline-steps and then N, to find the largest N
@@ -60,6 +67,7 @@ type Config struct {
 	Checkpoint    time.Duration
 	KillWait      time.Duration
 	RestartWait   time.Duration
+	RestartDrain  time.Duration
 	Kill          bool
 	Restart       bool
 	Baseline      bool
@@ -96,6 +104,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Checkpoint, "checkpoint-interval", 5*time.Minute, "collector --lease.checkpoint-interval")
 	fs.DurationVar(&c.KillWait, "kill-wait", 20*time.Second, "after the kill, wait at most grace + this for every killed node to turn Unknown")
 	fs.DurationVar(&c.RestartWait, "restart-wait", 10*time.Second, "after a collector restart, watch for Unknowns until grace + this")
+	fs.DurationVar(&c.RestartDrain, "restart-drain-window", time.Second, "collector --drain.reconnect-window (its --grpc.drain-timeout is this + 2 s); 0: the collector's defaults (5 s, 10 s), as in a multi-replica rolling restart")
 	fs.BoolVar(&c.Kill, "kill", true, "run the kill stage")
 	fs.BoolVar(&c.Restart, "restart", true, "run the collector restart stage")
 	fs.BoolVar(&c.Baseline, "baseline", true, "run the Kubernetes-style baseline stages")
@@ -151,6 +160,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.Steps(); err != nil {
 		return err
+	}
+	if c.RestartDrain < 0 {
+		return fmt.Errorf("--restart-drain-window must be >= 0")
 	}
 	if c.LeaseSeconds < 4 {
 		return fmt.Errorf("--lease-seconds must be at least 4")

@@ -37,17 +37,20 @@ type Report struct {
 
 // ReportConfig is the part of Config that shapes the numbers.
 type ReportConfig struct {
-	Nodes           int     `json:"nodes"`
-	Connections     int     `json:"connections"`
-	KillCount       int     `json:"killCount"`
-	RampRate        float64 `json:"rampRate"`
-	HoldSeconds     float64 `json:"holdSeconds"`
-	GraceSeconds    float64 `json:"graceSeconds"`
-	RenewSeconds    float64 `json:"renewIntervalSeconds"`
-	CheckpointSecs  float64 `json:"checkpointIntervalSeconds"`
-	MonitorPeriod   float64 `json:"monitorPeriodSeconds"`
-	BaselineWorkers int     `json:"baselineWorkers"`
-	BaselineClients int     `json:"baselineClients"`
+	Nodes          int     `json:"nodes"`
+	Connections    int     `json:"connections"`
+	KillCount      int     `json:"killCount"`
+	RampRate       float64 `json:"rampRate"`
+	HoldSeconds    float64 `json:"holdSeconds"`
+	GraceSeconds   float64 `json:"graceSeconds"`
+	RenewSeconds   float64 `json:"renewIntervalSeconds"`
+	CheckpointSecs float64 `json:"checkpointIntervalSeconds"`
+	MonitorPeriod  float64 `json:"monitorPeriodSeconds"`
+	// RestartDrainSecs is the collector's --drain.reconnect-window in the
+	// run (0: the collector's default).
+	RestartDrainSecs float64 `json:"restartDrainWindowSeconds,omitempty"`
+	BaselineWorkers  int     `json:"baselineWorkers"`
+	BaselineClients  int     `json:"baselineClients"`
 }
 
 // ProcStage is one process over one stage.

@@ -118,7 +118,8 @@ func Run(ctx context.Context, cfg Config, command string, log io.Writer) (*Repor
 		Nodes: cfg.Nodes, Connections: cfg.Connections, KillCount: cfg.KillCount(), RampRate: cfg.RampRate,
 		HoldSeconds: cfg.Hold.Seconds(), GraceSeconds: cfg.Grace.Seconds(), RenewSeconds: cfg.RenewInterval().Seconds(),
 		CheckpointSecs: cfg.Checkpoint.Seconds(), MonitorPeriod: cfg.MonitorPeriod.Seconds(),
-		BaselineWorkers: cfg.BaselineWork, BaselineClients: cfg.BaselineConns,
+		RestartDrainSecs: cfg.RestartDrain.Seconds(),
+		BaselineWorkers:  cfg.BaselineWork, BaselineClients: cfg.BaselineConns,
 	}}
 	if cfg.WaitLoad > 0 {
 		r.waitLoad(ctx)
@@ -535,9 +536,17 @@ func (r *runner) stopAll() {
 
 func (r *runner) collectorArgs() []string {
 	c := r.cfg
-	return []string{"--grpc.insecure", "--grpc.listen-address=" + r.collAddr, "--admin.listen-address=" + r.collAdmin,
+	args := []string{"--grpc.insecure", "--grpc.listen-address=" + r.collAddr, "--admin.listen-address=" + r.collAdmin,
 		"--etcd.endpoints=" + strings.TrimPrefix(r.etcdURL, "http://"), "--max-streams=" + fmt.Sprint(c.Nodes+1000),
 		"--lease.checkpoint-interval=" + c.Checkpoint.String(), "--log.level=" + c.LogLevel}
+	if c.RestartDrain > 0 {
+		// One collector on one port: reporters told to move have nowhere to
+		// go but the next process, so the drain window only delays them
+		// (see Synopsis, restart).
+		args = append(args, "--drain.reconnect-window="+c.RestartDrain.String(),
+			"--grpc.drain-timeout="+(c.RestartDrain+2*time.Second).String())
+	}
+	return args
 }
 
 func (r *runner) run(ctx context.Context) error {
