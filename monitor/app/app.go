@@ -23,6 +23,7 @@ import (
 	"github.com/nodepulse/nodepulse/monitor/internal/admission"
 	"github.com/nodepulse/nodepulse/monitor/internal/api"
 	"github.com/nodepulse/nodepulse/monitor/internal/cache"
+	"github.com/nodepulse/nodepulse/monitor/internal/compactor"
 	"github.com/nodepulse/nodepulse/monitor/internal/controller"
 	"github.com/nodepulse/nodepulse/monitor/internal/eviction"
 	"github.com/nodepulse/nodepulse/monitor/internal/lifecycle"
@@ -85,6 +86,9 @@ type Config struct {
 	// long (must exceed ProgressInterval by a margin for a loaded etcd).
 	ProgressInterval time.Duration
 	WatchStaleAfter  time.Duration
+	// CompactionInterval: the leader compacts etcd's history to the revision
+	// of one interval ago, every interval (0: etcd compacts itself).
+	CompactionInterval time.Duration
 	// OperatorToken, on a plaintext server, is the bearer token changes need.
 	OperatorToken string
 	// ShutdownTimeout bounds the stop sequence.
@@ -133,6 +137,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ElectionTTL, "monitor.election-ttl", 10*time.Second, "TTL of the leader's etcd session: a crashed leader is replaced within about this long (keep well below the grace period)")
 	fs.DurationVar(&c.ProgressInterval, "monitor.progress-interval", 2*time.Second, "how often the etcd watch is asked for a progress notification")
 	fs.DurationVar(&c.WatchStaleAfter, "monitor.watch-stale-after", 15*time.Second, "pause judgement when the etcd watch delivered nothing for this long (also: every collector feed stale and no lease advancing)")
+	fs.DurationVar(&c.CompactionInterval, "etcd.compaction-interval", 5*time.Minute, "the leader compacts etcd's history to the revision of one interval ago, every interval, as kube-apiserver does; 0 disables it (run etcd with --auto-compaction-mode/--auto-compaction-retention then)")
 	fs.StringVar(&c.OperatorToken, "auth.operator-token", "", "plaintext mode only: bearer token required for changes (cordon, taint, delete); without it anyone may change nodes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "upper bound of the whole shutdown sequence")
 }
@@ -146,6 +151,9 @@ func (c *Config) Validate() error {
 	if c.Admission.NotReadySeconds < 0 || c.Admission.UnreachableSeconds < 0 {
 		errs = append(errs, fmt.Errorf("--default-not-ready-toleration-seconds (%d) and --default-unreachable-toleration-seconds (%d) must not be negative",
 			c.Admission.NotReadySeconds, c.Admission.UnreachableSeconds))
+	}
+	if c.CompactionInterval < 0 {
+		errs = append(errs, fmt.Errorf("--etcd.compaction-interval (%s) must not be negative", c.CompactionInterval))
 	}
 	if c.EvictionResync <= 0 {
 		errs = append(errs, fmt.Errorf("--eviction.resync-period (%s) must be positive", c.EvictionResync))
@@ -172,6 +180,7 @@ type App struct {
 	live     *liveness.Tracker
 	ctl      *controller.Controller
 	evict    *eviction.Runner
+	compact  *compactor.Compactor // nil when the store cannot compact
 	grpc     *grpcserver.Server
 	admin    *admin.Server
 }
@@ -218,6 +227,11 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	ec.Resync = cfg.EvictionResync
 	if a.evict, err = eviction.New(ec, a.store, a.cache, a.ctl, lg, registerer); err != nil {
 		return nil, a.closeOnErr(err)
+	}
+	if cs, ok := a.store.(compactor.Store); ok {
+		if a.compact, err = compactor.New(compactor.Config{Interval: cfg.CompactionInterval}, cs, a.ctl, lg, registerer); err != nil {
+			return nil, a.closeOnErr(err)
+		}
 	}
 	auth := api.Authorizer{Plaintext: cfg.GRPC.TLS.Insecure, OperatorToken: cfg.OperatorToken, Log: lg.Named("auth")}
 	a.grpc, err = grpcserver.New(cfg.GRPC, lg, registerer, grpcserver.Options{
@@ -314,6 +328,9 @@ func (a *App) Run(ctx context.Context) error {
 	g.Add("liveness", run.Func(a.live.Run))
 	g.Add("controller", run.Func(a.ctl.Run))
 	g.Add("evictor", run.Func(a.evict.Run))
+	if a.compact != nil {
+		g.Add("compactor", run.Func(a.compact.Run))
+	}
 	g.Add("grpc", a.grpc)
 	if a.admin != nil {
 		g.Add("admin", a.admin)

@@ -107,8 +107,8 @@ type monitor struct {
 }
 
 // startMonitor runs a monitor in-process, reaching etcd through its own
-// proxy, with the fleet's prefix.
-func startMonitor(t *testing.T, c *etcdtest.Cluster, prefix, id string) *monitor {
+// proxy, with the fleet's prefix; mods adjust its configuration.
+func startMonitor(t *testing.T, c *etcdtest.Cluster, prefix, id string, mods ...func(*app.Config)) *monitor {
 	t.Helper()
 	p := newEtcdProxy(t, c.Endpoints[0])
 	cfg := app.DefaultConfig()
@@ -126,6 +126,12 @@ func startMonitor(t *testing.T, c *etcdtest.Cluster, prefix, id string) *monitor
 	cfg.ProgressInterval = 500 * time.Millisecond
 	cfg.WatchStaleAfter = 2 * time.Second
 	cfg.ShutdownTimeout = 5 * time.Second
+	// Compaction is member-wide and the member is shared (etcdtest.Shared);
+	// tests that compact start their own member and turn it on.
+	cfg.CompactionInterval = 0
+	for _, mod := range mods {
+		mod(&cfg)
+	}
 	a, err := app.New(cfg, zap.NewNop(), admin.NewRegistry())
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,211 @@
+// Package compactor bounds etcd's history the way kube-apiserver does: every
+// Interval the leading monitor compacts to the revision it observed one
+// Interval earlier, so etcd always keeps between one and two intervals of
+// history — enough for any watcher that is merely slow, and not the whole
+// history since the cluster was created, which is what etcd keeps when
+// nobody compacts (at 100,000 nodes that history, not the live data, is
+// most of the database).
+//
+// Only the leader compacts, so replicas do not multiply the requests; a
+// deposed leader racing its successor for one round is harmless, because
+// compacting to a revision that is already compacted is refused and counted
+// as such. That refusal is also what etcd's own --auto-compaction-* or a
+// second fleet under another prefix produce: both are tolerated.
+//
+// A watcher that falls more than one interval behind gets a compacted-
+// revision error and must list again (monitor/internal/cache does).
+// Compaction frees pages for reuse but never shrinks the bbolt file; that
+// takes a defrag, which blocks the member while it runs and is left to
+// operators (docs/operations.md).
+package compactor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/nodepulse/nodepulse/services/nodestore"
+	"github.com/nodepulse/nodepulse/services/nodestore/etcdstore"
+)
+
+// Metric names (deploy/prometheus, deploy/grafana).
+const (
+	MetricCompactions       = "nodepulse_monitor_etcd_compactions_total"
+	MetricCompactedRevision = "nodepulse_monitor_etcd_compacted_revision"
+	MetricLastCompaction    = "nodepulse_monitor_etcd_last_compaction_timestamp_seconds"
+)
+
+// Results of a compaction round (label "result" of MetricCompactions).
+const (
+	ResultCompacted        = "compacted"
+	ResultAlreadyCompacted = "already_compacted"
+	ResultFuture           = "future_revision"
+	ResultError            = "error"
+)
+
+// Store is what the compactor needs from the store (etcdstore.Store).
+type Store interface {
+	// Revision returns the store's current revision.
+	Revision(ctx context.Context) (int64, error)
+	// Compact discards history before rev; an already compacted rev returns
+	// an error wrapping nodestore.ErrCompacted.
+	Compact(ctx context.Context, rev int64) error
+}
+
+// Leader is what the compactor needs from the lifecycle controller.
+type Leader interface {
+	// Leadership returns the fence and a channel closed when it ends.
+	Leadership() (nodestore.Fence, <-chan struct{}, bool)
+	// LeaderChanged is closed when a leadership next starts or ends.
+	LeaderChanged() <-chan struct{}
+}
+
+// Config of the compactor.
+type Config struct {
+	// Interval between compactions; the history kept is one to two
+	// intervals. Zero disables the compactor (etcd compacts itself).
+	Interval time.Duration
+	// After returns a channel that delivers after d (tests inject a clock);
+	// default time.After.
+	After func(d time.Duration) <-chan time.Time
+	// Now is the wall clock of the last-compaction metric; default time.Now.
+	Now func() time.Time
+}
+
+// Compactor compacts while this replica leads.
+type Compactor struct {
+	cfg    Config
+	store  Store
+	leader Leader
+	lg     *zap.Logger
+
+	rounds   *prometheus.CounterVec
+	revision prometheus.Gauge
+	last     prometheus.Gauge
+}
+
+// New returns a compactor; reg may be nil.
+func New(cfg Config, store Store, leader Leader, lg *zap.Logger, reg prometheus.Registerer) (*Compactor, error) {
+	if cfg.Interval < 0 {
+		return nil, fmt.Errorf("compaction interval %s must not be negative", cfg.Interval)
+	}
+	if cfg.After == nil {
+		cfg.After = time.After
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	c := &Compactor{cfg: cfg, store: store, leader: leader, lg: lg.Named("compactor"),
+		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricCompactions,
+			Help: "etcd compaction rounds of the leading monitor, by result: compacted, already_compacted (someone compacted further first), future_revision (etcd went back, e.g. restored), error."},
+			[]string{"result"}),
+		revision: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricCompactedRevision,
+			Help: "The revision this monitor last compacted etcd's history to."}),
+		last: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricLastCompaction,
+			Help: "Unix time of this monitor's last successful etcd compaction."}),
+	}
+	for _, r := range []string{ResultCompacted, ResultAlreadyCompacted, ResultFuture, ResultError} {
+		c.rounds.WithLabelValues(r)
+	}
+	if reg != nil {
+		for _, m := range []prometheus.Collector{c.rounds, c.revision, c.last} {
+			if err := reg.Register(m); err != nil {
+				return nil, fmt.Errorf("register compactor metrics: %w", err)
+			}
+		}
+	}
+	return c, nil
+}
+
+// Run compacts every Interval while this replica leads, until ctx ends. It
+// only returns when ctx ends, also when compaction is disabled.
+func (c *Compactor) Run(ctx context.Context) error {
+	if c.cfg.Interval == 0 {
+		c.lg.Info("etcd compaction disabled (--etcd.compaction-interval=0): etcd must compact itself (--auto-compaction-mode/--auto-compaction-retention)")
+		<-ctx.Done() // returning would stop the monitor (run.Group)
+		return nil
+	}
+	for ctx.Err() == nil {
+		changed := c.leader.LeaderChanged()
+		if _, done, ok := c.leader.Leadership(); ok {
+			c.lead(ctx, done)
+			// Wait for the leadership to end before looking again, so a
+			// round never starts twice for one leadership.
+			select {
+			case <-ctx.Done():
+			case <-done:
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		}
+	}
+	return nil
+}
+
+// lead runs the rounds of one leadership: it remembers the revision at the
+// start of each interval and compacts to it at the end of the interval.
+func (c *Compactor) lead(ctx context.Context, done <-chan struct{}) {
+	var prev int64 // revision observed one interval ago; 0: none yet
+	for {
+		now, err := c.store.Revision(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			// Keep prev: compacting to it later is still safe (it is older).
+			c.lg.Warn("cannot read etcd's revision; compaction postponed", zap.Error(err))
+		} else {
+			if prev > 0 {
+				c.compact(ctx, prev, now)
+			}
+			prev = now
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-done:
+			return
+		case <-c.cfg.After(c.cfg.Interval):
+		}
+	}
+}
+
+// compact compacts to rev, observed one interval before cur.
+func (c *Compactor) compact(ctx context.Context, rev, cur int64) {
+	if rev > cur {
+		// The store went back in time (restored from a snapshot): the old
+		// revision means nothing there; start over from cur.
+		c.rounds.WithLabelValues(ResultFuture).Inc()
+		c.lg.Warn("etcd's revision went back; not compacting this round", zap.Int64("remembered", rev), zap.Int64("current", cur))
+		return
+	}
+	start := time.Now()
+	err := c.store.Compact(ctx, rev)
+	switch {
+	case err == nil:
+		c.rounds.WithLabelValues(ResultCompacted).Inc()
+		c.revision.Set(float64(rev))
+		c.last.Set(float64(c.cfg.Now().UnixNano()) / 1e9)
+		c.lg.Info("compacted etcd history", zap.Int64("revision", rev), zap.Int64("current", cur),
+			zap.Int64("revisionsKept", cur-rev), zap.Duration("took", time.Since(start)))
+	case errors.Is(err, nodestore.ErrCompacted):
+		c.rounds.WithLabelValues(ResultAlreadyCompacted).Inc()
+		c.lg.Debug("etcd history already compacted past this revision", zap.Int64("revision", rev), zap.Error(err))
+	case errors.Is(err, etcdstore.ErrFutureRevision):
+		c.rounds.WithLabelValues(ResultFuture).Inc()
+		c.lg.Warn("etcd has not reached the revision to compact to; not compacting this round", zap.Int64("revision", rev), zap.Error(err))
+	default:
+		if ctx.Err() != nil {
+			return
+		}
+		c.rounds.WithLabelValues(ResultError).Inc()
+		c.lg.Warn("etcd compaction failed; retrying next interval", zap.Int64("revision", rev), zap.Error(err))
+	}
+}
