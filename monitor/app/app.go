@@ -180,7 +180,7 @@ type App struct {
 	live     *liveness.Tracker
 	ctl      *controller.Controller
 	evict    *eviction.Runner
-	compact  *compactor.Compactor // nil when the store cannot compact
+	compact  *compactor.Compactor
 	grpc     *grpcserver.Server
 	admin    *admin.Server
 }
@@ -228,10 +228,9 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	if a.evict, err = eviction.New(ec, a.store, a.cache, a.ctl, lg, registerer); err != nil {
 		return nil, a.closeOnErr(err)
 	}
-	if cs, ok := a.store.(compactor.Store); ok {
-		if a.compact, err = compactor.New(compactor.Config{Interval: cfg.CompactionInterval}, cs, a.ctl, lg, registerer); err != nil {
-			return nil, a.closeOnErr(err)
-		}
+	cs, _ := a.store.(compactor.Store) // nil: this store cannot compact (memstore)
+	if a.compact, err = compactor.New(compactor.Config{Interval: cfg.CompactionInterval}, cs, a.ctl, lg, registerer); err != nil {
+		return nil, a.closeOnErr(err)
 	}
 	auth := api.Authorizer{Plaintext: cfg.GRPC.TLS.Insecure, OperatorToken: cfg.OperatorToken, Log: lg.Named("auth")}
 	a.grpc, err = grpcserver.New(cfg.GRPC, lg, registerer, grpcserver.Options{
@@ -328,9 +327,7 @@ func (a *App) Run(ctx context.Context) error {
 	g.Add("liveness", run.Func(a.live.Run))
 	g.Add("controller", run.Func(a.ctl.Run))
 	g.Add("evictor", run.Func(a.evict.Run))
-	if a.compact != nil {
-		g.Add("compactor", run.Func(a.compact.Run))
-	}
+	g.Add("compactor", run.Func(a.compact.Run))
 	g.Add("grpc", a.grpc)
 	if a.admin != nil {
 		g.Add("admin", a.admin)

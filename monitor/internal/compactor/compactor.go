@@ -88,7 +88,8 @@ type Compactor struct {
 	last     prometheus.Gauge
 }
 
-// New returns a compactor; reg may be nil.
+// New returns a compactor; reg may be nil, and so may store when it cannot
+// compact (an in-memory store): Run then does nothing.
 func New(cfg Config, store Store, leader Leader, lg *zap.Logger, reg prometheus.Registerer) (*Compactor, error) {
 	if cfg.Interval < 0 {
 		return nil, fmt.Errorf("compaction interval %s must not be negative", cfg.Interval)
@@ -124,6 +125,11 @@ func New(cfg Config, store Store, leader Leader, lg *zap.Logger, reg prometheus.
 // Run compacts every Interval while this replica leads, until ctx ends. It
 // only returns when ctx ends, also when compaction is disabled.
 func (c *Compactor) Run(ctx context.Context) error {
+	if c.store == nil {
+		c.lg.Debug("the store cannot compact; compaction off")
+		<-ctx.Done()
+		return nil
+	}
 	if c.cfg.Interval == 0 {
 		c.lg.Info("etcd compaction disabled (--etcd.compaction-interval=0): etcd must compact itself (--auto-compaction-mode/--auto-compaction-retention)")
 		<-ctx.Done() // returning would stop the monitor (run.Group)
