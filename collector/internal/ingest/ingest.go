@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -94,8 +95,10 @@ func DefaultConfig() Config {
 
 // Causes that end a stream from the server side.
 var (
-	errSuperseded = errors.New("superseded by a newer stream of the same node")
-	errDrained    = errors.New("collector drained")
+	errSuperseded      = errors.New("superseded by a newer stream of the same node")
+	errDrained         = errors.New("collector drained")
+	errRegisterTimeout = errors.New("no Register in time")
+	errHandlerReturned = errors.New("report handler returned")
 )
 
 // Server implements CollectorService.
@@ -109,6 +112,8 @@ type Server struct {
 	now   func() time.Time
 
 	open     atomic.Int64
+	inline   atomic.Int64 // streams served on the handler goroutine alone (serveInline)
+	noInline atomic.Bool  // tests: always serve with a reader goroutine
 	draining atomic.Bool
 	handlers sync.WaitGroup
 
@@ -116,13 +121,6 @@ type Server struct {
 	streams map[string]*stream
 
 	refusals refusalLog
-}
-
-type stream struct {
-	name   string
-	gen    uint64
-	out    chan *collectorv1.ReportResponse
-	cancel context.CancelCauseFunc
 }
 
 // New builds the server.
@@ -154,15 +152,6 @@ func (s *Server) Command(name string, cmd *collectorv1.Command) bool {
 		return false
 	}
 	return st.push(&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Command{Command: cmd}})
-}
-
-func (st *stream) push(m *collectorv1.ReportResponse) bool {
-	select {
-	case st.out <- m:
-		return true
-	default:
-		return false
-	}
 }
 
 func reconnect(reason string, within time.Duration) *collectorv1.ReportResponse {
@@ -242,7 +231,8 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 }
 
-// Report implements CollectorService.
+// Report implements CollectorService: one goroutine per idle stream (see
+// stream).
 func (s *Server) Report(srv collectorv1.CollectorService_ReportServer) error {
 	s.handlers.Add(1)
 	defer s.handlers.Done()
@@ -260,47 +250,119 @@ func (s *Server) Report(srv collectorv1.CollectorService_ReportServer) error {
 
 	ctx, cancel := context.WithCancelCause(srv.Context())
 	defer cancel(nil)
+	st := newStream(s, srv, ctx, cancel)
+	if w, ok := grpc.ServerTransportStreamFromContext(srv.Context()).(statusWriter); ok && !s.noInline.Load() {
+		return s.serveInline(st, w)
+	}
+	return s.serveWithReader(st)
+}
 
-	// Recv runs in its own goroutine so the handler can wait on acks from
-	// the status worker, commands and cancellation at the same time. It
-	// ends when the stream does (grpc cancels the stream after the handler
-	// returns, which unblocks a pending Recv).
-	recv := make(chan *collectorv1.ReportRequest)
-	recvErr := make(chan error, 1)
-	go func() {
-		for {
-			m, err := srv.Recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			select {
-			case recv <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+// statusWriter is what grpc-go's server transport stream offers to end a
+// stream with a status from outside the handler: it cancels the stream,
+// which unblocks a pending Recv (grpc-go does this itself when a handler
+// returns while another goroutine is in Recv).
+type statusWriter interface {
+	WriteStatus(*status.Status) error
+}
 
+// serveInline serves the stream on the handler goroutine alone: Recv and
+// processing inline. When the server ends the stream (superseded, drain,
+// register timeout) while it waits in Recv, the status is written from a
+// goroutine that exists only from that moment (context.AfterFunc), which
+// ends the stream and unblocks the Recv.
+func (s *Server) serveInline(st *stream, w statusWriter) error {
+	s.inline.Add(1)
+	stop := context.AfterFunc(st.ctx, func() { st.endFromServer(w) })
+	timer := time.AfterFunc(s.cfg.RegisterTimeout, func() { s.registerTimeout(st) })
+	err := s.serve(st, timer)
+	timer.Stop()
+	stop()
+	st.cancel(errHandlerReturned) // no effect when a cause is already set
+	st.close()
+	return s.streamEnd(st, err)
+}
+
+// serveWithReader is the fallback when the transport stream cannot be
+// ended from outside the handler: a reader goroutine receives and
+// processes, and the handler waits for it or for the server's decision
+// to end the stream, and returns, which unblocks the reader's Recv.
+func (s *Server) serveWithReader(st *stream) error {
 	timer := time.NewTimer(s.cfg.RegisterTimeout)
 	defer timer.Stop()
-	var first *collectorv1.ReportRequest
-	select {
-	case first = <-recv:
-	case err := <-recvErr:
-		return endErr(err)
-	case <-timer.C:
-		s.m.rejected.WithLabelValues("register_timeout").Inc()
-		return status.Errorf(codes.DeadlineExceeded, "register: no Register within %s of opening the stream", s.cfg.RegisterTimeout)
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	done := make(chan error, 1)
+	s.handlers.Add(1)
+	go func() { defer s.handlers.Done(); done <- s.serve(st, timer) }()
+
+	var err error
+	for waiting := true; waiting; {
+		select {
+		case err = <-done:
+			waiting = false
+		case <-st.ctx.Done():
+			waiting = false
+		case <-timer.C:
+			s.registerTimeout(st)
+		}
 	}
-	st, sw, err := s.register(ctx, cancel, srv, first)
+	st.cancel(errHandlerReturned) // no effect when a cause is already set
+	st.close()
+	return s.streamEnd(st, err)
+}
+
+// registerTimeout ends the stream unless its first message arrived.
+func (s *Server) registerTimeout(st *stream) {
+	if !st.first.Load() {
+		s.m.rejected.WithLabelValues("register_timeout").Inc()
+		st.cancel(errRegisterTimeout)
+	}
+}
+
+// endFromServer runs when the stream's context ends: when the server
+// ended it, it writes the final status at once, so a pending Recv returns.
+func (st *stream) endFromServer(w statusWriter) {
+	switch cause := context.Cause(st.ctx); {
+	case errors.Is(cause, errSuperseded), errors.Is(cause, errDrained), errors.Is(cause, errRegisterTimeout):
+	default:
+		return // the client or the connection ended it: Recv returns by itself
+	}
+	st.close()
+	_ = w.WriteStatus(status.Convert(st.s.streamEnd(st, nil)))
+}
+
+// streamEnd is the status a stream ends with: the server's reason when the
+// server ended it, else what ended the reader.
+func (s *Server) streamEnd(st *stream, err error) error {
+	switch cause := context.Cause(st.ctx); {
+	case errors.Is(cause, errSuperseded):
+		return status.Errorf(codes.Aborted, "node %q opened a newer stream on this collector", st.name)
+	case errors.Is(cause, errDrained):
+		return status.Error(codes.Unavailable, "collector drained: reconnect to another collector")
+	case errors.Is(cause, errRegisterTimeout):
+		return status.Errorf(codes.DeadlineExceeded, "register: no Register within %s of opening the stream", s.cfg.RegisterTimeout)
+	case errors.Is(cause, errHandlerReturned) || cause == nil:
+		return err
+	default: // the client cancelled or the connection broke
+		if err != nil {
+			return err
+		}
+		return status.FromContextError(cause).Err()
+	}
+}
+
+// serve runs on the reader goroutine: registration, then the loop. The
+// stream is detached when it returns.
+func (s *Server) serve(st *stream, timer *time.Timer) error {
+	first, err := st.srv.Recv()
+	st.first.Store(true)
+	timer.Stop()
 	if err != nil {
+		return endErr(err)
+	}
+	if err := s.register(st, first); err != nil {
 		return err
 	}
 	defer s.detach(st)
-	return s.loop(ctx, srv, st, sw, recv, recvErr)
+	return s.loop(st)
 }
 
 func endErr(err error) error {
@@ -312,22 +374,22 @@ func endErr(err error) error {
 
 // register runs the first message through validation, authorisation and
 // etcd, then attaches the stream.
-func (s *Server) register(ctx context.Context, cancel context.CancelCauseFunc, srv collectorv1.CollectorService_ReportServer,
-	m *collectorv1.ReportRequest) (*stream, *statusWorker, error) {
+func (s *Server) register(st *stream, m *collectorv1.ReportRequest) error {
+	ctx := st.ctx
 	reg := m.GetRegister()
 	if reg == nil {
 		s.m.messages.WithLabelValues("register", "failed_precondition").Inc()
-		return nil, nil, status.Error(codes.FailedPrecondition, "register: the first message of a Report stream must be a Register")
+		return status.Error(codes.FailedPrecondition, "register: the first message of a Report stream must be a Register")
 	}
 	now := s.now()
 	if l := validation.Register(reg, now, s.cfg.Limits); len(l) > 0 {
 		s.invalid("register", l)
-		return nil, nil, validation.Status(l)
+		return validation.Status(l)
 	}
 	name := reg.GetNodeName()
 	if err := s.authorize(ctx, name); err != nil {
 		s.m.messages.WithLabelValues("register", "permission_denied").Inc()
-		return nil, nil, err
+		return err
 	}
 	lg := s.lg.With(zap.String("node", name), zap.String("reporter", reg.GetReporterId()))
 	res, err := s.p.Register(ctx, newNode(reg, now))
@@ -336,19 +398,30 @@ func (s *Server) register(ctx context.Context, cancel context.CancelCauseFunc, s
 		if ctx.Err() != nil {
 			// The reporter gave up (or a newer stream superseded this
 			// one) while the registration waited: nothing to answer.
-			return nil, nil, status.FromContextError(ctx.Err()).Err()
+			return status.FromContextError(ctx.Err()).Err()
 		}
 		// Refusals come in storms; one summary line per interval, not
 		// one line per refused stream.
 		s.refusals.note(err)
 		if errors.Is(err, persist.ErrBusy) {
-			return nil, nil, withRetryAfter(status.New(codes.ResourceExhausted, "registration queue full: retry after the retry delay (RetryInfo) with jitter"),
+			return withRetryAfter(status.New(codes.ResourceExhausted, "registration queue full: retry after the retry delay (RetryInfo) with jitter"),
 				s.p.RegisterRetryAfter())
 		}
-		return nil, nil, withRetryAfter(status.Newf(codes.Unavailable, "cannot register node %q: %v", name, err), s.cfg.RetryAfter)
+		return withRetryAfter(status.Newf(codes.Unavailable, "cannot register node %q: %v", name, err), s.cfg.RetryAfter)
 	}
-	st := &stream{name: name, out: make(chan *collectorv1.ReportResponse, s.cfg.SendQueue), cancel: cancel}
+	st.name = name
+	if res.Status != nil {
+		// The stored status seeds the cache, so the first unchanged
+		// report after a reconnect costs no write.
+		st.stored, st.hasStored = digestOf(res.Status)
+	}
 	s.mu.Lock()
+	if ctx.Err() != nil {
+		// Ended (superseded, drained, timed out) while registering:
+		// publishing it now could replace a newer stream.
+		s.mu.Unlock()
+		return status.FromContextError(ctx.Err()).Err()
+	}
 	if old := s.streams[name]; old != nil {
 		// The newest stream wins: the old one is most likely a half-dead
 		// connection the reporter already gave up on.
@@ -358,18 +431,17 @@ func (s *Server) register(ctx context.Context, cancel context.CancelCauseFunc, s
 	st.gen = s.table.Attach(name, res.Node.GetMetadata().GetUid(), now)
 	s.mu.Unlock()
 
-	if err := srv.Send(&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Ack{Ack: &collectorv1.Ack{
+	if err := st.send(&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Ack{Ack: &collectorv1.Ack{
 		Seq: m.GetSeq(), Durable: true, Node: res.Node, CollectorId: s.cfg.CollectorID}}}); err != nil {
 		s.detach(st)
-		return nil, nil, err
+		return err
 	}
 	s.m.messages.WithLabelValues("register", "ok").Inc()
 	lg.Info("node attached", zap.Bool("created", res.Created), zap.Uint64("gen", st.gen))
 	if s.draining.Load() {
 		st.push(reconnect("collector draining", time.Second))
 	}
-	sw := &statusWorker{s: s, st: st, stored: res.Status, jobs: make(chan statusJob, s.cfg.StatusQueue)}
-	return st, sw, nil
+	return nil
 }
 
 // withRetryAfter attaches a google.rpc.RetryInfo detail to a stream-ending

@@ -10,6 +10,9 @@ type metrics struct {
 	messages   *prometheus.CounterVec
 	validation *prometheus.CounterVec
 	rejected   *prometheus.CounterVec
+
+	// Children resolved once: the per-message path does no label lookup.
+	leaseOK, statusOK, statusUnchanged, statusBusy, statusUnavailable, leavingOK prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -31,6 +34,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Report streams refused before registration, by reason (draining, max_streams, register_timeout).",
 		}, []string{"reason"}),
 	}
+	m.leaseOK = m.messages.WithLabelValues("lease", "ok")
+	m.statusOK = m.messages.WithLabelValues("status", "ok")
+	m.statusUnchanged = m.messages.WithLabelValues("status", "unchanged")
+	m.statusBusy = m.messages.WithLabelValues("status", "busy")
+	m.statusUnavailable = m.messages.WithLabelValues("status", "unavailable")
+	m.leavingOK = m.messages.WithLabelValues("leaving", "ok")
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.streams, m.messages, m.validation, m.rejected} {
 			if err := reg.Register(c); err != nil {

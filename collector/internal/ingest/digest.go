@@ -1,0 +1,146 @@
+package ingest
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"hash"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/services/quantity"
+)
+
+// statusDigest stands for a stored NodeStatus in the per-stream cache: a
+// stream keeps 32 bytes instead of the decoded status (~3 KB).
+//
+// It is a SHA-256 of a canonical encoding of exactly what
+// nodemodel.StatusChanged compares, so that
+//
+//	digestOf(a) == digestOf(b)  ⇒  !nodemodel.StatusChanged(a, b)
+//
+// (up to a hash collision): conditions as a set by type (stable order by
+// type) without heartbeat times, transition times as instants, quantities by
+// value, addresses in order, nodeInfo and daemonEndpoints by their
+// deterministic encoding with presence. The converse holds for every
+// difference StatusChanged ignores that a reporter produces in practice
+// (heartbeat times, condition order, quantity spelling), so an unchanged
+// report still costs no write; where the canonical forms cannot agree (a
+// quantity finer than a nanounit, written two ways), the status is written
+// once more, never dropped. TestDigestAgreesWithStatusChanged pins both
+// directions.
+type statusDigest [sha256.Size]byte
+
+// digestOf returns the digest of st (nil has its own); ok is false when st
+// could not be encoded, and then no digest may stand for it.
+func digestOf(st *nodev1.NodeStatus) (d statusDigest, ok bool) {
+	w := digestWriter{h: sha256.New()}
+	if st == nil {
+		w.byte(0)
+		return w.sum(), true
+	}
+	w.byte(1)
+
+	conds := slices.Clone(st.GetConditions())
+	slices.SortStableFunc(conds, func(x, y *nodev1.NodeCondition) int { return strings.Compare(x.GetType(), y.GetType()) })
+	w.uint(uint64(len(conds)))
+	for _, c := range conds {
+		w.str(c.GetType())
+		w.str(c.GetStatus())
+		w.str(c.GetReason())
+		w.str(c.GetMessage())
+		if t := c.GetLastTransitionTime(); t == nil {
+			w.byte(0)
+		} else {
+			at := t.AsTime() // the instant: equal instants encode equally
+			w.byte(1)
+			w.uint(uint64(at.Unix()))
+			w.uint(uint64(at.Nanosecond()))
+		}
+	}
+	w.quantities(st.GetCapacity())
+	w.quantities(st.GetAllocatable())
+	w.uint(uint64(len(st.GetAddresses())))
+	for _, a := range st.GetAddresses() {
+		w.str(a.GetType())
+		w.str(a.GetAddress())
+	}
+	w.message(st.GetNodeInfo())
+	w.message(st.GetDaemonEndpoints())
+	return w.sum(), !w.failed
+}
+
+type digestWriter struct {
+	h      hash.Hash
+	buf    [binary.MaxVarintLen64]byte
+	failed bool
+}
+
+func (w *digestWriter) byte(b byte) { w.buf[0] = b; w.h.Write(w.buf[:1]) }
+func (w *digestWriter) uint(v uint64) {
+	w.h.Write(binary.AppendUvarint(w.buf[:0], v))
+}
+
+// str writes s length-prefixed, so no two sequences of strings collide.
+func (w *digestWriter) str(s string) {
+	w.uint(uint64(len(s)))
+	w.h.Write([]byte(s))
+}
+
+// quantities writes a resource map by sorted key, each value in canonical
+// form when that form is exact (so "4" and "4000m" agree), else verbatim
+// and marked as such (equal strings still agree, as in StatusChanged).
+func (w *digestWriter) quantities(m map[string]string) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	w.uint(uint64(len(keys)))
+	for _, k := range keys {
+		w.str(k)
+		v := m[k]
+		if q, err := quantity.Parse(v); err == nil {
+			// String rounds values finer than a nanounit; only an exact
+			// canonical form may stand for the value.
+			if c := q.String(); c == v || exactCanonical(q, c) {
+				w.byte(1)
+				w.str(c)
+				continue
+			}
+		}
+		w.byte(2)
+		w.str(v)
+	}
+}
+
+func exactCanonical(q quantity.Quantity, c string) bool {
+	back, err := quantity.Parse(c)
+	return err == nil && back.Cmp(q) == 0
+}
+
+// message writes presence and the deterministic encoding, which is equal
+// exactly when proto.Equal is (no maps, floats or extensions in these
+// messages; unknown fields are compared by both).
+func (w *digestWriter) message(m proto.Message) {
+	if m == nil || !m.ProtoReflect().IsValid() {
+		w.byte(0)
+		return
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		w.failed = true // cannot happen for these messages
+		return
+	}
+	w.byte(1)
+	w.uint(uint64(len(b)))
+	w.h.Write(b)
+}
+
+func (w *digestWriter) sum() statusDigest {
+	var d statusDigest
+	w.h.Sum(d[:0])
+	return d
+}

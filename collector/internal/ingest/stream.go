@@ -1,0 +1,190 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+)
+
+// stream is one Report stream. At 100,000 nodes per collector what a
+// stream holds is what the collector costs per node, so it holds little:
+//
+//   - one goroutine while idle: the gRPC handler, which receives and
+//     processes every message inline and sends its acks (serveInline).
+//     When the server ends the stream (superseded, drain, register
+//     timeout) a goroutine started by context.AfterFunc writes the final
+//     status, which unblocks the pending Recv. Where the transport stream
+//     cannot do that, a reader goroutine receives instead and the handler
+//     only waits (serveWithReader);
+//   - a status writer goroutine only while status reports wait for etcd,
+//     and a command sender only while commands wait to be sent;
+//   - a digest of the stored status (statusDigest), not the status.
+//
+// Send is serialised by sendTok; no Send starts once the stream is closing
+// (closed).
+type stream struct {
+	s      *Server
+	srv    collectorv1.CollectorService_ReportServer
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	// Set at registration, before the stream is published in s.streams.
+	name string
+	gen  uint64
+
+	// sendTok holds one token; whoever takes it may call srv.Send.
+	sendTok chan struct{}
+	closed  atomic.Bool // the handler returns: no Send may start
+	first   atomic.Bool // the first message arrived (register timeout)
+
+	mu       sync.Mutex
+	out      []*collectorv1.ReportResponse // commands waiting to be sent (≤ SendQueue)
+	sending  bool                          // a command sender runs
+	statuses []statusJob                   // status reports waiting for the writer (≤ StatusQueue)
+	writing  bool                          // a status writer runs
+
+	// The stored status as a digest; only the status writer reads and
+	// writes it after registration (one writer at a time, handed over
+	// under mu).
+	stored    statusDigest
+	hasStored bool
+}
+
+type statusJob struct {
+	seq    uint64
+	status *nodev1.NodeStatus
+}
+
+var errStreamClosed = errors.New("stream closed")
+
+// sendDrainWait bounds how long an ending handler waits for a Send in
+// progress (one blocked by flow control towards a client that stopped
+// reading; it fails when the handler has returned).
+const sendDrainWait = 250 * time.Millisecond
+
+func newStream(s *Server, srv collectorv1.CollectorService_ReportServer, ctx context.Context, cancel context.CancelCauseFunc) *stream {
+	st := &stream{s: s, srv: srv, ctx: ctx, cancel: cancel, sendTok: make(chan struct{}, 1)}
+	st.sendTok <- struct{}{}
+	return st
+}
+
+// send sends m, waiting for any Send in progress on this stream.
+func (st *stream) send(m *collectorv1.ReportResponse) error {
+	select {
+	case <-st.sendTok:
+	case <-st.ctx.Done():
+		return errStreamClosed
+	}
+	if st.closed.Load() {
+		st.sendTok <- struct{}{}
+		return errStreamClosed
+	}
+	err := st.srv.Send(m)
+	st.sendTok <- struct{}{}
+	return err
+}
+
+// close is called before the handler returns: no Send starts after it,
+// and one in progress is waited for (briefly). Only the first call waits.
+func (st *stream) close() {
+	if st.closed.Swap(true) {
+		return
+	}
+	t := time.NewTimer(sendDrainWait)
+	defer t.Stop()
+	select {
+	case <-st.sendTok: // kept: nobody sends any more
+	case <-t.C:
+	}
+}
+
+// push queues m (a command) without blocking; false when the stream is
+// ending or SendQueue messages are already waiting.
+func (st *stream) push(m *collectorv1.ReportResponse) bool {
+	st.mu.Lock()
+	if st.closed.Load() || len(st.out) >= st.s.cfg.SendQueue {
+		st.mu.Unlock()
+		return false
+	}
+	st.out = append(st.out, m)
+	start := !st.sending
+	st.sending = true
+	st.mu.Unlock()
+	if start {
+		go st.sendQueued()
+	}
+	return true
+}
+
+// sendQueued runs while commands wait to be sent.
+func (st *stream) sendQueued() {
+	for {
+		st.mu.Lock()
+		if len(st.out) == 0 {
+			st.out, st.sending = nil, false
+			st.mu.Unlock()
+			return
+		}
+		m := st.out[0]
+		st.out[0] = nil
+		st.out = st.out[1:]
+		st.mu.Unlock()
+		if err := st.send(m); err != nil {
+			// The stream is ending: drop the rest. sending stays true, so
+			// no other sender starts; push refuses once the queue is full.
+			st.mu.Lock()
+			st.out = nil
+			st.mu.Unlock()
+			return
+		}
+	}
+}
+
+// submitStatus queues a status report for the writer; false when
+// StatusQueue reports already wait.
+func (s *Server) submitStatus(st *stream, seq uint64, status *nodev1.NodeStatus) bool {
+	st.mu.Lock()
+	if len(st.statuses) >= s.cfg.StatusQueue {
+		st.mu.Unlock()
+		return false
+	}
+	st.statuses = append(st.statuses, statusJob{seq: seq, status: status})
+	start := !st.writing
+	st.writing = true
+	st.mu.Unlock()
+	if start {
+		s.handlers.Add(1) // the reader holds a count: never Add from zero
+		go s.writeStatuses(st)
+	}
+	return true
+}
+
+// writeStatuses runs while status reports wait: it writes them in order
+// and acks each after its write committed (or was not needed).
+func (s *Server) writeStatuses(st *stream) {
+	defer s.handlers.Done()
+	for {
+		st.mu.Lock()
+		if len(st.statuses) == 0 || st.ctx.Err() != nil {
+			st.statuses, st.writing = nil, false
+			st.mu.Unlock()
+			return
+		}
+		j := st.statuses[0]
+		st.statuses[0] = statusJob{}
+		st.statuses = st.statuses[1:]
+		st.mu.Unlock()
+		a := s.writeStatus(st, j)
+		if a == nil || st.send(&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Ack{Ack: a}}) != nil {
+			st.mu.Lock()
+			st.statuses, st.writing = nil, false
+			st.mu.Unlock()
+			return
+		}
+	}
+}

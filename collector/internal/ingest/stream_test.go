@@ -1,0 +1,152 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"runtime/pprof"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/nodepulse/nodepulse/collector/internal/persist"
+	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
+)
+
+// ingestGoroutines counts goroutines running ingest code.
+func ingestGoroutines() int {
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	n := 0
+	for _, g := range strings.Split(b.String(), "\n\n") {
+		if strings.Contains(g, "collector/internal/ingest.") {
+			n++
+		}
+	}
+	return n
+}
+
+// An idle attached stream costs one goroutine (its handler, in Recv): no
+// reader, status worker or sender waits alongside it.
+func TestIdleStreamIsOneGoroutine(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base := ingestGoroutines()
+	const k = 20
+	now := time.Now()
+	for i := range k {
+		c, _ := h.open(t, ctx, fmt.Sprintf("idle-%02d", i))
+		c.do(lease(2, now))
+		c.do(statusMsg(3, now, "True"))
+	}
+	waitFor(t, func() bool { return ingestGoroutines()-base == k })
+	if n := h.srv.inline.Load(); n != k {
+		t.Fatalf("%d of %d streams served inline: grpc-go's transport stream no longer offers WriteStatus?", n, k)
+	}
+}
+
+// Streams the server ends while they wait in Recv end at once, inline and
+// with the reader goroutine fallback: superseded, drained, register timeout.
+func TestServerEndsStreamBlockedInRecv(t *testing.T) {
+	for _, inline := range []bool{true, false} {
+		t.Run(fmt.Sprintf("inline=%v", inline), func(t *testing.T) {
+			h := newHarness(t, func(c *Config, _ *persist.Config) { c.RegisterTimeout = 200 * time.Millisecond })
+			h.srv.noInline.Store(!inline)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+
+			// Register timeout: nothing sent at all.
+			s, err := h.client.Report(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if _, err := s.Recv(); status.Code(err) != codes.DeadlineExceeded || time.Since(start) > 5*time.Second {
+				t.Fatalf("silent stream: %v after %s, want DeadlineExceeded after ~200ms", err, time.Since(start))
+			}
+
+			// Superseded while idle: the old stream's handler is in Recv.
+			old, _ := h.open(t, ctx, "node-x")
+			old.do(lease(2, time.Now()))
+			cur, _ := h.open(t, ctx, "node-x")
+			endsWith(t, old, codes.Aborted)
+			if a := cur.do(lease(2, time.Now())); a.GetError() != nil {
+				t.Fatalf("new stream: %v", a)
+			}
+
+			// Drain: the remaining stream ends after the window.
+			h.srv.Drain(10 * time.Millisecond)
+			endsWith(t, cur, codes.Unavailable)
+			wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+			defer wcancel()
+			if err := h.srv.Wait(wctx); err != nil {
+				t.Fatalf("handlers still running after drain: %v", err)
+			}
+			if got := h.srv.inline.Load() > 0; got != inline {
+				t.Fatalf("inline streams: %v, want %v", got, inline)
+			}
+		})
+	}
+}
+
+func endsWith(t *testing.T, c *client, code codes.Code) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := c.s.Recv()
+		if err != nil {
+			if status.Code(err) != code {
+				t.Fatalf("stream ended with %v, want %v", err, code)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("stream still open")
+		}
+	}
+}
+
+// Commands reach a stream while its status waits for etcd, and status acks
+// keep their order.
+func TestCommandsAndStatusesInterleave(t *testing.T) {
+	h := newHarness(t, func(_ *Config, pc *persist.Config) { pc.CommitWindow = 50 * time.Millisecond })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, _ := h.open(t, ctx, "node-y")
+	now := time.Now()
+	for i := range 3 {
+		if err := c.s.Send(statusMsg(uint64(2+i), now, []string{"True", "False", "True"}[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !h.srv.Command("node-y", reportStatusCmd("now")) {
+		t.Fatal("command refused")
+	}
+	var seqs []uint64
+	gotCmd := false
+	for len(seqs) < 3 || !gotCmd {
+		r, err := c.s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.GetCommand().GetReportStatus() != nil {
+			gotCmd = true
+		}
+		if a := r.GetAck(); a != nil {
+			if !a.GetDurable() {
+				t.Fatalf("status ack %v", a)
+			}
+			seqs = append(seqs, a.GetSeq())
+		}
+	}
+	if seqs[0] != 2 || seqs[1] != 3 || seqs[2] != 4 {
+		t.Fatalf("status acks out of order: %v", seqs)
+	}
+}
+
+func reportStatusCmd(reason string) *collectorv1.Command {
+	return &collectorv1.Command{Command: &collectorv1.Command_ReportStatus{ReportStatus: &collectorv1.ReportStatus{Reason: reason}}}
+}
