@@ -635,7 +635,7 @@ func (c *conn) schedule(ctx context.Context) {
 				if it.due != n.leaseDue {
 					continue
 				}
-				c.lease(int(it.node), n, now, false)
+				c.lease(int(it.node), n, now, false, it.due)
 			case 1:
 				if it.due != n.statusDue {
 					continue
@@ -661,7 +661,7 @@ func (c *conn) handle(e event) {
 		}
 		// As a real reporter: renew and send a full status at once (with
 		// the conditions it kept across the reconnect).
-		c.lease(int(e.node), n, now, true)
+		c.lease(int(e.node), n, now, true, 0)
 		c.sendStatus(int(e.node), n, now, true)
 	case evDetached:
 		if n.gen == e.gen {
@@ -714,7 +714,15 @@ func leaseDelay(interval time.Duration, registered bool) time.Duration {
 	return interval + time.Duration((1-math.Sqrt(rand.Float64()))*j)
 }
 
-func (c *conn) lease(i int, n *vnode, now time.Time, registered bool) {
+// lease sends node i's renewal and schedules the next one. due is when this
+// renewal was scheduled (0: not scheduled, e.g. at registration). The next
+// one is scheduled from due, not from now: virtual nodes share this
+// process's CPU, so a scheduler stall (GC, a busy box) delays many of them at
+// once, and dating their next renewals from the late send would keep them
+// bunched together. Real machines do not stall together; from due, each
+// node returns to its own phase. A lag of a whole interval or more (the
+// process was stopped) restarts from now.
+func (c *conn) lease(i int, n *vnode, now time.Time, registered bool, due int64) {
 	s := c.sim
 	req := &collectorv1.ReportRequest{Message: &collectorv1.ReportRequest_Lease{Lease: &collectorv1.LeaseRenewal{
 		RenewTime: timestamppb.New(now), LeaseDurationSeconds: s.cfg.LeaseDurationSeconds}}}
@@ -724,7 +732,11 @@ func (c *conn) lease(i int, n *vnode, now time.Time, registered bool) {
 		s.m.renewals.Inc()
 	}
 	interval := max(s.renew, time.Duration(n.minLeaseMs.Load())*time.Millisecond)
-	n.leaseDue = now.Add(leaseDelay(interval, registered)).UnixNano()
+	base := now
+	if !registered && due > 0 && now.UnixNano()-due < int64(interval) {
+		base = time.Unix(0, due)
+	}
+	n.leaseDue = base.Add(leaseDelay(interval, registered)).UnixNano()
 	heap.Push(&c.heap, item{due: n.leaseDue, node: int32(i), kind: 0})
 }
 
