@@ -13,6 +13,7 @@ import (
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	_ "google.golang.org/grpc/health" // client-side health checking, used by the service config below
@@ -61,6 +62,14 @@ func Metrics(reg prometheus.Registerer) (*grpcprom.ClientMetrics, error) {
 // grpc.health.v1, so a draining server gets no new streams.
 const serviceConfig = `{"loadBalancingConfig":[{"round_robin":{}}],"healthCheckConfig":{"serviceName":""}}`
 
+// ConnectBackoff paces reconnection attempts of a connection whose server
+// went away. grpc-go's default grows to 120 s: a reporter whose collector
+// restarted could then wait two minutes after the replacement listens,
+// three times the 40 s grace period. 10 s at most, jittered so a fleet
+// does not come back in lockstep; a refused connect costs the server
+// nothing, so this stays cheap while a collector is down.
+var ConnectBackoff = backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 10 * time.Second}
+
 // Dial creates a client connection (lazily connecting). metrics may be nil.
 func Dial(c Config, metrics *grpcprom.ClientMetrics, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	if err := c.TLS.Validate("client"); err != nil {
@@ -79,6 +88,7 @@ func Dial(c Config, metrics *grpcprom.ClientMetrics, extra ...grpc.DialOption) (
 		grpc.WithDefaultServiceConfig(serviceConfig),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: c.KeepaliveTime, Timeout: c.KeepaliveTimeout, PermitWithoutStream: true}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(max(c.MaxRecvMsgSize, 4<<20))),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: ConnectBackoff, MinConnectTimeout: 20 * time.Second}),
 	}
 	if metrics != nil {
 		opts = append(opts, grpc.WithChainUnaryInterceptor(metrics.UnaryClientInterceptor()),
