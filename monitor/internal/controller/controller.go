@@ -117,6 +117,10 @@ type Controller struct {
 	epoch       uint64
 	lastReady   map[string]string
 	lastLease   time.Time
+	// nextDeadline is no later than the earliest probe + grace of a node
+	// not served Unknown, when deadlineKnown (see Sweep).
+	nextDeadline  time.Time
+	deadlineKnown bool
 	// podRetry: nodes whose pods could not all be marked not ready (§6.3).
 	podRetry map[string]bool
 	// events waiting for runEvents; lastEventNano keeps event names unique.
@@ -294,6 +298,7 @@ func (c *Controller) begin(f nodestore.Fence, now time.Time) {
 	c.lastReady = map[string]string{}
 	c.podRetry = map[string]bool{}
 	c.lastLease = now
+	c.deadlineKnown = false
 	c.leadDone = make(chan struct{})
 	close(c.leaderCh)
 	c.leaderCh = make(chan struct{})
@@ -637,6 +642,7 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 		c.m.transitions.WithLabelValues(orMissing(prev), orMissing(curStatus)).Inc()
 	}
 	c.lastReady[name] = curStatus
+	c.noteDeadlineLocked(rec.Probe, res.Grace, curStatus)
 
 	// NoSchedule condition taints follow the conditions after this pass.
 	// (Only types and statuses matter here: no need to build the served

@@ -32,6 +32,10 @@ func (c *Controller) sweepPeriod() time.Duration {
 // milliseconds and mark a dead node within about SweepPeriod of its
 // deadline, also when 10% of the fleet dies at once.
 //
+// Most sweeps do not even walk: the earliest deadline is kept (every judged
+// node lowers it to its own, a walk recomputes it), and a sweep before it
+// returns at once.
+//
 // The filter is conservative: rec.Probe only moves forward when a node is
 // judged, so a node whose Probe + grace has passed is either dead or renewed
 // after its last judgement; judging it (Evaluate sees the newest renewal)
@@ -51,13 +55,22 @@ func (c *Controller) Sweep(ctx context.Context) error {
 	if c.checkPause(now) != "" {
 		return nil // the next pass pauses judgement and says why
 	}
+	if c.deadlineKnown && !now.After(c.nextDeadline) {
+		return nil // nobody's grace period can have run out yet: no walk
+	}
 	grace := c.cfg.Lifecycle.GracePeriod
 	var due []string
+	c.deadlineKnown, c.nextDeadline = true, time.Time{}
 	for name, rec := range c.records {
-		if rec.Probe.IsZero() || now.Sub(rec.Probe) <= grace || c.lastReady[name] == nodemodel.Unknown {
+		if rec.Probe.IsZero() || c.lastReady[name] == nodemodel.Unknown {
 			continue
 		}
-		due = append(due, name)
+		d := rec.Probe.Add(grace)
+		if now.After(d) {
+			due = append(due, name)
+		} else if c.nextDeadline.IsZero() || d.Before(c.nextDeadline) {
+			c.nextDeadline = d
+		}
 	}
 	if len(due) == 0 {
 		return nil
@@ -91,4 +104,16 @@ func (c *Controller) Sweep(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// noteDeadlineLocked lowers the earliest deadline the sweep waits for to a
+// node just judged (probe + the grace applied to it), unless it is served
+// Unknown already (the sweep leaves those to the pass).
+func (c *Controller) noteDeadlineLocked(probe time.Time, grace time.Duration, ready string) {
+	if probe.IsZero() || ready == nodemodel.Unknown {
+		return
+	}
+	if d := probe.Add(grace); c.deadlineKnown && d.Before(c.nextDeadline) {
+		c.nextDeadline = d
+	}
 }

@@ -350,13 +350,19 @@ func (t *Tracker) Feeds() []FeedState {
 
 // AllStale reports whether at least one feed is followed and every one is
 // stale: the monitor is then probably cut off from the collectors.
+//
+// It is called on every deadline sweep (several times a second), so it
+// looks at the feeds only, never at the nodes (Feeds counts nodes per feed,
+// a walk over the whole fleet).
 func (t *Tracker) AllStale() bool {
-	fs := t.Feeds()
-	if len(fs) == 0 {
+	now := t.cfg.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.feeds) == 0 {
 		return false
 	}
-	for _, f := range fs {
-		if !f.Stale {
+	for _, f := range t.feeds {
+		if !t.staleLocked(f, now) {
 			return false
 		}
 	}
