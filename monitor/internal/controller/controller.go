@@ -121,6 +121,7 @@ type Controller struct {
 	// not served Unknown, when deadlineKnown (see Sweep).
 	nextDeadline  time.Time
 	deadlineKnown bool
+	lastSweep     time.Time
 	// podRetry: nodes whose pods could not all be marked not ready (§6.3).
 	podRetry map[string]bool
 	// events waiting for runEvents; lastEventNano keeps event names unique.
@@ -468,6 +469,14 @@ func (c *Controller) Pass(ctx context.Context) error {
 			// this goroutine changes what the pass works on.
 			c.mu.Unlock()
 			c.mu.Lock()
+			// A pass over 100,000 nodes takes seconds: keep marking the
+			// nodes whose deadline falls meanwhile. A node the sweep writes
+			// is seen by the rest of this pass through pending.
+			if c.cfg.Now().Sub(c.lastSweep) >= c.sweepPeriod() {
+				if err := c.sweepLocked(ctx, entries[i-1].Name); errors.Is(err, errLost) {
+					return err
+				}
+			}
 		}
 		seen[e.Name] = true
 		v := c.viewLocked(e, cacheRev)

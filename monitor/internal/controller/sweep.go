@@ -48,10 +48,19 @@ func (c *Controller) sweepPeriod() time.Duration {
 func (c *Controller) Sweep(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.sweepLocked(ctx, "")
+}
+
+// sweepLocked is Sweep with mu held. A long pass calls it between chunks
+// too, so deadlines that fall during a pass are not held up by it; it then
+// passes the last name it judged (it goes in name order): nodes after it
+// are about to be judged by the pass itself and are left alone.
+func (c *Controller) sweepLocked(ctx context.Context, judgedUpTo string) error {
 	if !c.leading || c.paused != "" {
 		return nil
 	}
 	now := c.cfg.Now()
+	c.lastSweep = now
 	if c.checkPause(now) != "" {
 		return nil // the next pass pauses judgement and says why
 	}
@@ -62,7 +71,7 @@ func (c *Controller) Sweep(ctx context.Context) error {
 	var due []string
 	c.deadlineKnown, c.nextDeadline = true, time.Time{}
 	for name, rec := range c.records {
-		if rec.Probe.IsZero() || c.lastReady[name] == nodemodel.Unknown {
+		if rec.Probe.IsZero() || c.lastReady[name] == nodemodel.Unknown || judgedUpTo != "" && name > judgedUpTo {
 			continue
 		}
 		d := rec.Probe.Add(grace)
