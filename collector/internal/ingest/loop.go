@@ -55,28 +55,25 @@ func (s *Server) ackLease(st *stream, seq uint64) error {
 	return err
 }
 
-// loop serves an attached stream until the reporter ends it or a message
-// ends it; server-side cancellation is the handler's (Report). It runs on
-// the reader goroutine and processes each message inline; status writes
-// go to the stream's status writer.
-func (s *Server) loop(st *stream) error {
-	lim := bucket{tokens: float64(s.cfg.MessageBurst), last: s.now()}
-	var lastSeq uint64
-	var lastRenew time.Time
-	var lastSlowDown time.Time
-	renewed := false
-	ack := func(a *collectorv1.Ack) error {
-		a.CollectorId = s.cfg.CollectorID
-		return st.send(&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Ack{Ack: a}})
-	}
-	refuse := func(seq uint64, code codes.Code, field, msg string, retry time.Duration) error {
-		a := &collectorv1.Ack{Seq: seq, Error: &collectorv1.Error{Code: uint32(code), Field: field, Message: msg}}
-		if retry > 0 {
-			a.RetryAfter = durationpb.New(retry)
-		}
-		return ack(a)
-	}
+// conn is the state the loop keeps for one attached stream. It lives in
+// the loop's frame; the work per message is in handle and its callees, so
+// the frame that stays on the stack while the stream waits in Recv is
+// small (the stack of an idle stream is most of what it costs).
+type conn struct {
+	s            *Server
+	st           *stream
+	lim          bucket
+	lastSeq      uint64
+	lastRenew    time.Time
+	lastSlowDown time.Time
+	renewed      bool
+}
 
+// loop serves an attached stream until the reporter ends it or a message
+// ends it; server-side ends are the handler's (see stream). Each message
+// is processed inline; status writes go to the stream's status writer.
+func (s *Server) loop(st *stream) error {
+	c := conn{s: s, st: st, lim: bucket{tokens: float64(s.cfg.MessageBurst), last: s.now()}}
 	for {
 		m, err := st.srv.Recv()
 		if err != nil {
@@ -85,109 +82,116 @@ func (s *Server) loop(st *stream) error {
 			}
 			return endErr(err)
 		}
-		now := s.now()
-		seq := m.GetSeq()
-		if seq <= lastSeq {
-			kind := kindOf(m)
-			s.m.messages.WithLabelValues(kind, "invalid").Inc()
-			s.m.validation.WithLabelValues("seq").Inc()
-			if err := refuse(seq, codes.InvalidArgument, "seq", fmt.Sprintf("%d is not greater than the previous seq %d", seq, lastSeq), 0); err != nil {
-				return err
-			}
-			continue
-		}
-		lastSeq = seq
-		if !lim.allow(now, s.cfg.MessagesPerSecond, s.cfg.MessageBurst) {
-			s.m.messages.WithLabelValues(kindOf(m), "rate_limited").Inc()
-			retry := time.Duration(float64(time.Second) / s.cfg.MessagesPerSecond)
-			if err := refuse(seq, codes.ResourceExhausted, "", fmt.Sprintf("node %q exceeds %g messages/s (burst %d)", st.name, s.cfg.MessagesPerSecond, s.cfg.MessageBurst), retry); err != nil {
-				return err
-			}
-			if now.Sub(lastSlowDown) >= slowDownEvery {
-				lastSlowDown = now
-				// Ask for at least the default intervals (lease every 10s,
-				// status every 10s), which fit the bucket many times over.
-				st.push(&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Command{Command: &collectorv1.Command{
-					Command: &collectorv1.Command_SlowDown{SlowDown: &collectorv1.SlowDown{
-						MinLeaseInterval: durationpb.New(10 * time.Second), MinStatusInterval: durationpb.New(10 * time.Second)}}}}})
-			}
-			continue
-		}
-
-		switch msg := m.GetMessage().(type) {
-		case *collectorv1.ReportRequest_Lease:
-			if l := validation.LeaseRenewal(msg.Lease, lastRenew, now, s.cfg.Limits); len(l) > 0 {
-				s.invalid("lease", l)
-				if err := refuse(seq, codes.InvalidArgument, l[0].Field, l[0].Reason, 0); err != nil {
-					return err
-				}
-				continue
-			}
-			lastRenew = msg.Lease.GetRenewTime().AsTime()
-			if !s.table.Renew(st.name, st.gen, lastRenew, msg.Lease.GetLeaseDurationSeconds()) {
-				return status.Errorf(codes.Aborted, "node %q is no longer attached to this stream", st.name)
-			}
-			if !renewed {
-				renewed = true
-				s.p.Attach(st.name, st.gen)
-			}
-			s.m.leaseOK.Inc()
-			if err := s.ackLease(st, seq); err != nil {
-				return err
-			}
-		case *collectorv1.ReportRequest_Status:
-			if l := validation.StatusReport(msg.Status, now, s.cfg.Limits); len(l) > 0 {
-				s.invalid("status", l)
-				if err := refuse(seq, codes.InvalidArgument, l[0].Field, l[0].Reason, 0); err != nil {
-					return err
-				}
-				continue
-			}
-			if !s.p.Available() {
-				// Refuse at once rather than queue: the reporter keeps the
-				// status and resends it; leases keep flowing meanwhile.
-				s.m.statusUnavailable.Inc()
-				if err := refuse(seq, codes.Unavailable, "", "etcd unavailable: status not stored", s.cfg.RetryAfter); err != nil {
-					return err
-				}
-				continue
-			}
-			if !s.submitStatus(st, seq, msg.Status.GetStatus()) {
-				s.m.statusBusy.Inc()
-				if err := refuse(seq, codes.ResourceExhausted, "", "too many status reports waiting for etcd on this stream", s.cfg.RetryAfter); err != nil {
-					return err
-				}
-			}
-		case *collectorv1.ReportRequest_Leaving:
-			if l := validation.Leaving(msg.Leaving); len(l) > 0 {
-				s.invalid("leaving", l)
-				if err := refuse(seq, codes.InvalidArgument, l[0].Field, l[0].Reason, 0); err != nil {
-					return err
-				}
-				continue
-			}
-			s.table.Leaving(st.name, st.gen)
-			if renewed {
-				s.p.CheckpointNow(st.name, st.gen)
-			}
-			s.lg.Info("node leaving", zapNode(st.name), zapReason(msg.Leaving.GetReason()))
-			s.m.leavingOK.Inc()
-			if err := ack(&collectorv1.Ack{Seq: seq}); err != nil {
-				return err
-			}
-		case *collectorv1.ReportRequest_Register:
-			s.m.messages.WithLabelValues("register", "failed_precondition").Inc()
-			if err := refuse(seq, codes.FailedPrecondition, "register", "the stream is already registered; open a new stream to register again", 0); err != nil {
-				return err
-			}
-		default:
-			s.m.messages.WithLabelValues(kindOf(m), "invalid").Inc()
-			s.m.validation.WithLabelValues("message").Inc()
-			if err := refuse(seq, codes.InvalidArgument, "message", "must be one of register, lease, status, leaving", 0); err != nil {
-				return err
-			}
+		if err := c.handle(m); err != nil {
+			return err
 		}
 	}
+}
+
+func (c *conn) ack(a *collectorv1.Ack) error {
+	a.CollectorId = c.s.cfg.CollectorID
+	return c.st.send(&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Ack{Ack: a}})
+}
+
+func (c *conn) refuse(seq uint64, code codes.Code, field, msg string, retry time.Duration) error {
+	a := &collectorv1.Ack{Seq: seq, Error: &collectorv1.Error{Code: uint32(code), Field: field, Message: msg}}
+	if retry > 0 {
+		a.RetryAfter = durationpb.New(retry)
+	}
+	return c.ack(a)
+}
+
+// refuseInvalid answers the first validation failure of a message.
+func (c *conn) refuseInvalid(kind string, seq uint64, l validation.List) error {
+	c.s.invalid(kind, l)
+	return c.refuse(seq, codes.InvalidArgument, l[0].Field, l[0].Reason, 0)
+}
+
+// handle processes one message; an error ends the stream.
+func (c *conn) handle(m *collectorv1.ReportRequest) error {
+	s, st := c.s, c.st
+	now := s.now()
+	seq := m.GetSeq()
+	if seq <= c.lastSeq {
+		return c.refuseSeq(m)
+	}
+	c.lastSeq = seq
+	if !c.lim.allow(now, s.cfg.MessagesPerSecond, s.cfg.MessageBurst) {
+		return c.rateLimited(m, now)
+	}
+	switch msg := m.GetMessage().(type) {
+	case *collectorv1.ReportRequest_Lease:
+		if l := validation.LeaseRenewal(msg.Lease, c.lastRenew, now, s.cfg.Limits); len(l) > 0 {
+			return c.refuseInvalid("lease", seq, l)
+		}
+		c.lastRenew = msg.Lease.GetRenewTime().AsTime()
+		if !s.table.Renew(st.name, st.gen, c.lastRenew, msg.Lease.GetLeaseDurationSeconds()) {
+			return status.Errorf(codes.Aborted, "node %q is no longer attached to this stream", st.name)
+		}
+		if !c.renewed {
+			c.renewed = true
+			s.p.Attach(st.name, st.gen)
+		}
+		s.m.leaseOK.Inc()
+		return s.ackLease(st, seq)
+	case *collectorv1.ReportRequest_Status:
+		if l := validation.StatusReport(msg.Status, now, s.cfg.Limits); len(l) > 0 {
+			return c.refuseInvalid("status", seq, l)
+		}
+		if !s.p.Available() {
+			// Refuse at once rather than queue: the reporter keeps the
+			// status and resends it; leases keep flowing meanwhile.
+			s.m.statusUnavailable.Inc()
+			return c.refuse(seq, codes.Unavailable, "", "etcd unavailable: status not stored", s.cfg.RetryAfter)
+		}
+		if !s.submitStatus(st, seq, msg.Status.GetStatus()) {
+			s.m.statusBusy.Inc()
+			return c.refuse(seq, codes.ResourceExhausted, "", "too many status reports waiting for etcd on this stream", s.cfg.RetryAfter)
+		}
+		return nil
+	case *collectorv1.ReportRequest_Leaving:
+		if l := validation.Leaving(msg.Leaving); len(l) > 0 {
+			return c.refuseInvalid("leaving", seq, l)
+		}
+		s.table.Leaving(st.name, st.gen)
+		if c.renewed {
+			s.p.CheckpointNow(st.name, st.gen)
+		}
+		s.lg.Info("node leaving", zapNode(st.name), zapReason(msg.Leaving.GetReason()))
+		s.m.leavingOK.Inc()
+		return c.ack(&collectorv1.Ack{Seq: seq})
+	case *collectorv1.ReportRequest_Register:
+		s.m.messages.WithLabelValues("register", "failed_precondition").Inc()
+		return c.refuse(seq, codes.FailedPrecondition, "register", "the stream is already registered; open a new stream to register again", 0)
+	default:
+		s.m.messages.WithLabelValues(kindOf(m), "invalid").Inc()
+		s.m.validation.WithLabelValues("message").Inc()
+		return c.refuse(seq, codes.InvalidArgument, "message", "must be one of register, lease, status, leaving", 0)
+	}
+}
+
+func (c *conn) refuseSeq(m *collectorv1.ReportRequest) error {
+	c.s.m.messages.WithLabelValues(kindOf(m), "invalid").Inc()
+	c.s.m.validation.WithLabelValues("seq").Inc()
+	return c.refuse(m.GetSeq(), codes.InvalidArgument, "seq", fmt.Sprintf("%d is not greater than the previous seq %d", m.GetSeq(), c.lastSeq), 0)
+}
+
+func (c *conn) rateLimited(m *collectorv1.ReportRequest, now time.Time) error {
+	s := c.s
+	s.m.messages.WithLabelValues(kindOf(m), "rate_limited").Inc()
+	retry := time.Duration(float64(time.Second) / s.cfg.MessagesPerSecond)
+	if err := c.refuse(m.GetSeq(), codes.ResourceExhausted, "", fmt.Sprintf("node %q exceeds %g messages/s (burst %d)", c.st.name, s.cfg.MessagesPerSecond, s.cfg.MessageBurst), retry); err != nil {
+		return err
+	}
+	if now.Sub(c.lastSlowDown) >= slowDownEvery {
+		c.lastSlowDown = now
+		// Ask for at least the default intervals (lease every 10s,
+		// status every 10s), which fit the bucket many times over.
+		c.st.push(&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Command{Command: &collectorv1.Command{
+			Command: &collectorv1.Command_SlowDown{SlowDown: &collectorv1.SlowDown{
+				MinLeaseInterval: durationpb.New(10 * time.Second), MinStatusInterval: durationpb.New(10 * time.Second)}}}}})
+	}
+	return nil
 }
 
 func kindOf(m *collectorv1.ReportRequest) string {
