@@ -339,6 +339,15 @@ func (a *App) drain() {
 		a.lg.Warn("lease flush at drain failed", zap.Error(err))
 	}
 	a.ingest.Drain(a.cfg.DrainWindow)
+	// Once every Report stream has ended (the reporters moved, or the drain
+	// cut them a second after the window), the monitors have nothing more
+	// to learn here: end the feeds so GracefulStop does not wait for them.
+	go func() {
+		wctx, cancel := context.WithTimeout(context.Background(), a.cfg.GRPC.DrainTimeout)
+		defer cancel()
+		_ = a.ingest.Wait(wctx)
+		a.feed.Finish()
+	}()
 }
 
 // readiness mirrors etcd availability into gRPC health, so reporters'

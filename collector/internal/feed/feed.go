@@ -78,6 +78,10 @@ type Server struct {
 
 	mu   sync.Mutex
 	subs map[*subscriber]struct{}
+	// finished is closed by Finish: every WatchLiveness stream sends what is
+	// queued for it and ends.
+	finished   chan struct{}
+	finishOnce sync.Once
 
 	subsGauge prometheus.Gauge
 	resyncs   prometheus.Counter
@@ -89,7 +93,7 @@ func New(cfg Config, table *live.Table, cmd Commander, lg *zap.Logger, reg prome
 	if cfg.BatchInterval <= 0 || cfg.HeartbeatInterval < cfg.BatchInterval || cfg.SubscriberBuffer < 2 || cfg.MaxEventsPerMessage <= 0 {
 		return nil, errors.New("feed: batch interval must be > 0 and <= heartbeat interval, buffer >= 2, max events > 0")
 	}
-	s := &Server{cfg: cfg, lg: lg.Named("feed"), table: table, cmd: cmd, subs: map[*subscriber]struct{}{},
+	s := &Server{cfg: cfg, lg: lg.Named("feed"), table: table, cmd: cmd, subs: map[*subscriber]struct{}{}, finished: make(chan struct{}),
 		subsGauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "nodepulse_collector_feed_subscribers", Help: "Open WatchLiveness feeds."}),
 		resyncs:   prometheus.NewCounter(prometheus.CounterOpts{Name: "nodepulse_collector_feed_resyncs_total", Help: "Snapshots sent to subscribers that fell behind (or after event overflow)."}),
 		events:    prometheus.NewCounter(prometheus.CounterOpts{Name: "nodepulse_collector_feed_events_total", Help: "Liveness events published."}),
@@ -202,18 +206,50 @@ func (s *Server) WatchLiveness(req *collectorv1.WatchLivenessRequest, srv collec
 		s.mu.Unlock()
 	}()
 	s.lg.Info("feed subscriber attached", zap.String("watcher", sub.watcher))
+	send := func(b batch) error {
+		for _, m := range b.msgs {
+			if err := srv.Send(m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for {
 		select {
 		case <-srv.Context().Done():
 			return nil
-		case b := <-sub.ch:
-			for _, m := range b.msgs {
-				if err := srv.Send(m); err != nil {
-					return err
+		case <-s.finished:
+			// The last batch (the final detaches) is queued before finished
+			// closes; send it, then end the stream cleanly.
+			for {
+				select {
+				case b := <-sub.ch:
+					if err := send(b); err != nil {
+						return err
+					}
+				default:
+					return nil
 				}
+			}
+		case b := <-sub.ch:
+			if err := send(b); err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// Finish flushes the pending events one last time and ends every
+// WatchLiveness stream, and any opened later, after it has sent what was
+// queued. A draining collector calls it once its Report streams are gone:
+// watchers then have every detach, and GracefulStop need not wait for
+// streams that would otherwise never end (at 100,000 nodes it waited out
+// the whole drain timeout for them).
+func (s *Server) Finish() {
+	s.finishOnce.Do(func() {
+		s.flush(time.Now())
+		close(s.finished)
+	})
 }
 
 // SendNodeCommand implements FeedService.

@@ -1,10 +1,15 @@
 package feed
 
 import (
+	"context"
+	"io"
+	"net"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/nodepulse/nodepulse/collector/internal/live"
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
@@ -82,4 +87,71 @@ func TestMessagesSplit(t *testing.T) {
 	if empty := s.messages(nil, false, time.Now()); len(empty) != 1 || len(empty[0].GetEvents()) != 0 {
 		t.Fatalf("heartbeat batch %v", empty)
 	}
+}
+
+// Finish (a draining collector whose reporters are gone) delivers the last
+// events — the detaches — and then ends every feed stream cleanly, so the
+// gRPC server's graceful stop does not wait for watchers.
+func TestFinishSendsLastEventsAndEndsStreams(t *testing.T) {
+	table := live.New(1 << 10)
+	cfg := DefaultConfig()
+	cfg.CollectorID = "c"
+	cfg.BatchInterval = time.Hour // flushed by hand below
+	cfg.HeartbeatInterval = time.Hour
+	s, err := New(cfg, table, noCommands{}, zap.NewNop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	collectorv1.RegisterFeedServiceServer(srv, s)
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Stop()
+	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+
+	gen := table.Attach("node-1", "uid", time.Now())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := collectorv1.NewFeedServiceClient(cc).WatchLiveness(ctx, &collectorv1.WatchLivenessRequest{Watcher: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		s.mu.Lock()
+		n := len(s.subs)
+		s.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.flush(time.Now())
+	if m, err := stream.Recv(); err != nil || !m.GetSnapshot() {
+		t.Fatalf("first message: %v, %v", m, err)
+	}
+
+	table.Detach("node-1", gen)
+	done := make(chan struct{})
+	go func() { srv.GracefulStop(); close(done) }()
+	s.Finish()
+	m, err := stream.Recv()
+	if err != nil || len(m.GetEvents()) != 1 || m.GetEvents()[0].GetKind() != collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_DETACHED {
+		t.Fatalf("last message: %v, %v; want node-1's detach", m, err)
+	}
+	if _, err := stream.Recv(); err != io.EOF {
+		t.Fatalf("after the last events: %v, want the stream ended (EOF)", err)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("graceful stop still waiting for the feed stream")
+	}
+	s.Finish() // idempotent
 }
