@@ -638,6 +638,9 @@ func (r *runner) run(ctx context.Context) error {
 		}
 	}
 	r.logf("simulators started: %d nodes on %d connections + %d nodes on %d connections (killed later)", live, connLive, kill, connKill)
+	// The registration storm: where the collector's time goes while the
+	// fleet attaches.
+	r.profile(ctx, "ramp", r.cfg.ProfileFor)
 	core := []string{"etcd", "collector", "monitor", "sim", "sim-kill"}
 	rampTimeout := time.Duration(float64(c.Nodes)/max(c.RampRate, 1)*float64(time.Second)) + 3*time.Minute
 	lastLog := time.Now()
@@ -790,7 +793,6 @@ func (r *runner) restartStage(ctx context.Context, survivors int) error {
 	c := r.cfg
 	r.mark("collector restart")
 	r.resetRSSMax()
-	r.profile(ctx, "restart", c.Grace)
 	s0 := r.takeSnap(ctx)
 	from := s0.view.UnknownEvents
 	snaps0 := r.obs.feedSnapshotCount()
@@ -814,6 +816,9 @@ func (r *runner) restartStage(ctx context.Context, survivors int) error {
 	if err := nc.WaitHTTP(ctx, "http://"+r.collAdmin+"/readyz", 60*time.Second); err != nil {
 		return err
 	}
+	// Profiled from the new collector's start: the re-registration storm
+	// (the old collector is gone).
+	r.profile(ctx, "restart", c.Grace)
 	watch := []string{"etcd", "collector", "monitor", "sim"}
 	reconnect := -1.0
 	ok, err := r.waitFor(ctx, c.Grace+c.RestartWait+30*time.Second, watch, func() bool {
