@@ -1,5 +1,7 @@
 // Package etcdstore implements nodestore.Store on etcd v3. It is the only
-// package that imports the etcd client. Values are protobuf-encoded; writes
+// package that imports the etcd client. Values are protobuf-encoded, DEFLATE
+// compressed with a preset dictionary per kind when that pays (codec.go);
+// writes
 // are Txns whose compares carry the preconditions and the leader fence; lists
 // page at one revision; watches resume from a revision and report compaction.
 package etcdstore
@@ -9,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,7 +41,32 @@ type Config struct {
 	TLS      tlsconfig.Config
 	Username string
 	Password string
+	// PlainValues: write values as plain protobuf instead of compressing
+	// them. Reading understands both whatever this says. Set it while any
+	// replica of an older nodepulse that cannot read compressed values
+	// still runs (an upgrade from a release before compression).
+	PlainValues bool
 }
+
+// invertedBool is a boolean flag that sets *p to its negation, so a flag
+// can default to true while the Config field's zero value keeps meaning it.
+type invertedBool struct{ p *bool }
+
+func (b invertedBool) String() string {
+	if b.p == nil {
+		return "true"
+	}
+	return strconv.FormatBool(!*b.p)
+}
+func (b invertedBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*b.p = !v
+	return nil
+}
+func (b invertedBool) IsBoolFlag() bool { return true }
 
 // RegisterFlags adds the etcd.* flags.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
@@ -53,6 +81,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.TLS.Insecure = true
 	fs.StringVar(&c.Username, "etcd.username", "", "etcd user (RBAC), if auth is enabled")
 	fs.StringVar(&c.Password, "etcd.password", "", "password of --etcd.username")
+	fs.Var(invertedBool{&c.PlainValues}, "etcd.compress-values", "DEFLATE-compress stored values with a dictionary per kind when that makes them smaller; "+
+		"reading understands compressed and plain values either way. Set to false while replicas of a release before compression still run")
 }
 
 // Store is the etcd-backed nodestore.
@@ -62,6 +92,7 @@ type Store struct {
 	lg     *zap.Logger
 	prefix string
 	owns   bool
+	codec  *codec
 }
 
 var _ nodestore.Store = (*Store)(nil)
@@ -113,7 +144,7 @@ func Wrap(cli *clientv3.Client, cfg Config, lg *zap.Logger) *Store {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 5 * time.Second
 	}
-	return &Store{cli: cli, cfg: cfg, lg: lg, prefix: cfg.Prefix}
+	return &Store{cli: cli, cfg: cfg, lg: lg, prefix: cfg.Prefix, codec: newCodec(!cfg.PlainValues)}
 }
 
 // Prefix is the key prefix in use.
@@ -135,7 +166,7 @@ func (s *Store) decode(key string, value []byte, create, mod int64) (nodestore.O
 		return nodestore.Object{}, fmt.Errorf("unexpected key %q under prefix %q", key, s.prefix)
 	}
 	m := k.New()
-	if err := proto.Unmarshal(value, m); err != nil {
+	if err := s.codec.decode(k, value, m); err != nil {
 		return nodestore.Object{}, fmt.Errorf("decode %s: %w", key, err)
 	}
 	return nodestore.Object{Kind: k, Name: name, Value: m, CreateRevision: create, ModRevision: mod}, nil
@@ -249,7 +280,7 @@ func (s *Store) Apply(ctx context.Context, fence *nodestore.Fence, ops ...nodest
 			thens = append(thens, clientv3.OpDelete(key))
 			continue
 		}
-		b, err := proto.Marshal(op.Value)
+		v, err := s.codec.encode(op.Kind, op.Value)
 		if err != nil {
 			return 0, fmt.Errorf("encode %s: %w", key, err)
 		}
@@ -266,7 +297,7 @@ func (s *Store) Apply(ctx context.Context, fence *nodestore.Fence, ops ...nodest
 			}
 			popts = append(popts, clientv3.WithLease(lease))
 		}
-		thens = append(thens, clientv3.OpPut(key, string(b), popts...))
+		thens = append(thens, clientv3.OpPut(key, v, popts...))
 	}
 	resp, err := s.cli.Txn(ctx).If(cmps...).Then(thens...).Commit()
 	if err != nil {
@@ -373,6 +404,10 @@ func (s *Store) NewSession(ctx context.Context, ttl time.Duration) (nodestore.Se
 	return &session{s: s, cs: cs}, nil
 }
 
+// Put stores plain protobuf, never compressed: session objects are the
+// collectors' registrations (collectors/<id>), one small key per process
+// that nothing gains from compressing and people read when discovery
+// misbehaves. Reading would understand either.
 func (ss *session) Put(ctx context.Context, k nodestore.Kind, name string, v proto.Message) error {
 	b, err := proto.Marshal(v)
 	if err != nil {

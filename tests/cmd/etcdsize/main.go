@@ -8,6 +8,14 @@
 //
 //	go run ./tests/cmd/etcdsize --endpoints 127.0.0.1:2379 [--compact] [--defrag]
 //
+// Values may be plain protobuf or compressed by etcdstore (a leading 0x00
+// byte); both are decoded. The "compressed" column counts values stored
+// compressed; "codec B" is what this build's etcdstore codec would store for
+// every value of the kind (so a run with --etcd.compress-values=false shows
+// before and after at once). --get KEY prints one decoded value as JSON, for
+// people who would otherwise pipe etcdctl into buf (values may be
+// compressed).
+//
 // It reads every value under the prefix (paged at one revision), so run it
 // against a test or benchmark member, or expect one full read of the fleet.
 package main
@@ -19,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -29,6 +38,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nodepulse/nodepulse/services/nodestore"
+	"github.com/nodepulse/nodepulse/services/nodestore/etcdstore"
 )
 
 func main() {
@@ -38,7 +48,16 @@ func main() {
 	defrag := flag.Bool("defrag", false, "after that, defragment the first endpoint's member and report again")
 	flag.BoolVar(&show, "show", false, "print the first value of each kind as JSON")
 	flag.BoolVar(&deflate, "deflate", false, "also estimate each kind's value bytes if every value were DEFLATE-compressed with a dictionary of sample values of its kind")
+	get := flag.String("get", "", "print the value of this one key (full key, with the prefix) as JSON and exit")
+	flag.StringVar(&dumpDir, "dump", "", "write every value as one line of JSON per object to <dir>/<kind>.jsonl (sample objects for tests and dictionaries)")
 	flag.Parse()
+	if *get != "" {
+		if err := getOne(*endpoints, *prefix, *get); err != nil {
+			fmt.Fprintln(os.Stderr, "etcdsize:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*endpoints, *prefix, *compact, *defrag); err != nil {
 		fmt.Fprintln(os.Stderr, "etcdsize:", err)
 		os.Exit(1)
@@ -83,11 +102,63 @@ func run(endpoints, prefix string, compact, defrag bool) error {
 	return nil
 }
 
-var show, deflate bool
+// getOne prints the decoded value of key.
+func getOne(endpoints, prefix, key string) error {
+	kind, _, ok := strings.Cut(strings.TrimPrefix(key, prefix), "/")
+	if !ok || !strings.HasPrefix(key, prefix) || !nodestore.Kind(kind).Valid() {
+		return fmt.Errorf("%s is not an object key under %s", key, prefix)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(endpoints, ","), DialTimeout: 5 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cli.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	if len(resp.Kvs) == 0 {
+		return fmt.Errorf("%s: not found", key)
+	}
+	m, err := etcdstore.DecodeValue(nodestore.Kind(kind), resp.Kvs[0].Value)
+	if err != nil {
+		return fmt.Errorf("decode %s: %w", key, err)
+	}
+	fmt.Println(protojson.Format(m))
+	return nil
+}
+
+var (
+	show, deflate bool
+	dumpDir       string
+	dumps         = map[string]*os.File{}
+)
+
+// dump appends the value as one JSON line to <dumpDir>/<kind>.jsonl.
+func dump(kind string, m proto.Message) error {
+	f := dumps[kind]
+	if f == nil {
+		var err error
+		if f, err = os.Create(filepath.Join(dumpDir, kind+".jsonl")); err != nil {
+			return err
+		}
+		dumps[kind] = f
+	}
+	b, err := protojson.MarshalOptions{}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	return err
+}
 
 type tally struct {
 	keys, keyBytes, valueBytes, maxValue int64
 	versions                             int64
+	// stored compressed, and the bytes this build's codec would store
+	storedCompressed, codecBytes int64
 	// deflate estimate: sample values (the dictionary) and compressed bytes
 	dict       []byte
 	compressed int64
@@ -128,22 +199,44 @@ func census(ctx context.Context, cli *clientv3.Client, prefix string) (int64, er
 				t = &tally{}
 				kinds[kind] = t
 			}
-			if t.keys == 0 && show {
-				if k := nodestore.Kind(kind); k.Valid() {
-					m := k.New()
-					if err := proto.Unmarshal(kv.Value, m); err == nil {
-						fmt.Printf("%s (%d B): %s\n", kv.Key, len(kv.Value), protojson.Format(m))
-					}
+			// Objects (not election keys): decode, plain or compressed.
+			var m proto.Message
+			if k := nodestore.Kind(kind); k.Valid() {
+				if m, err = etcdstore.DecodeValue(k, kv.Value); err != nil {
+					return 0, fmt.Errorf("decode %s: %w", kv.Key, err)
+				}
+				enc, err := etcdstore.EncodeValue(k, m)
+				if err != nil {
+					return 0, err
+				}
+				t.codecBytes += int64(len(enc))
+			} else {
+				t.codecBytes += int64(len(kv.Value))
+			}
+			if etcdstore.IsCompressed(kv.Value) {
+				t.storedCompressed++
+			}
+			if t.keys == 0 && show && m != nil {
+				fmt.Printf("%s (%d B): %s\n", kv.Key, len(kv.Value), protojson.Format(m))
+			}
+			if dumpDir != "" && m != nil {
+				if err := dump(kind, m); err != nil {
+					return 0, err
 				}
 			}
 			if deflate {
+				// The estimate is about the protobuf bytes, whatever is stored.
+				v := kv.Value
+				if m != nil {
+					v, _ = proto.Marshal(m)
+				}
 				// The first 16 values of a kind are the dictionary (as a
 				// codec would ship one, built from sample objects).
 				if t.keys < 16 {
-					t.dict = append(t.dict, kv.Value...)
+					t.dict = append(t.dict, v...)
 				}
-				t.compressed += compressedSize(t.dict, kv.Value)
-				t.plain += compressedSize(nil, kv.Value)
+				t.compressed += compressedSize(t.dict, v)
+				t.plain += compressedSize(nil, v)
 			}
 			t.keys++
 			t.keyBytes += int64(len(kv.Key))
@@ -163,14 +256,14 @@ func census(ctx context.Context, cli *clientv3.Client, prefix string) (int64, er
 	sort.Strings(names)
 	var sum tally
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "kind\tkeys\tkey B\tvalue B\tavg value B\tmax value B\tkey+value MB\tversions/key\tdeflated value B\twith dictionary\t\n")
+	fmt.Fprintf(w, "kind\tkeys\tkey B\tvalue B\tavg value B\tmax value B\tkey+value MB\tversions/key\tcompressed\tcodec B\tcodec key+value MB\tdeflated value B\twith dictionary\t\n")
 	row := func(name string, t *tally) {
 		avg, vpk := int64(0), 0.0
 		if t.keys > 0 {
 			avg, vpk = t.valueBytes/t.keys, float64(t.versions)/float64(t.keys)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.2f\t%d\t%d\t\n", name, t.keys, t.keyBytes, t.valueBytes, avg, t.maxValue,
-			float64(t.keyBytes+t.valueBytes)/1e6, vpk, t.plain, t.compressed)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.2f\t%d\t%d\t%.2f\t%d\t%d\t\n", name, t.keys, t.keyBytes, t.valueBytes, avg, t.maxValue,
+			float64(t.keyBytes+t.valueBytes)/1e6, vpk, t.storedCompressed, t.codecBytes, float64(t.keyBytes+t.codecBytes)/1e6, t.plain, t.compressed)
 	}
 	for _, n := range names {
 		t := kinds[n]
@@ -182,6 +275,8 @@ func census(ctx context.Context, cli *clientv3.Client, prefix string) (int64, er
 		sum.versions += t.versions
 		sum.compressed += t.compressed
 		sum.plain += t.plain
+		sum.storedCompressed += t.storedCompressed
+		sum.codecBytes += t.codecBytes
 	}
 	row("total", &sum)
 	_ = w.Flush()
