@@ -13,6 +13,7 @@ import (
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
@@ -79,6 +80,12 @@ type Options struct {
 	Stream []grpc.StreamServerInterceptor
 	// ServerOptions are appended last.
 	ServerOptions []grpc.ServerOption
+	// Unlogged are full method names ("/pkg.Service/Method") the logging
+	// interceptor skips: high-volume streams whose service logs their
+	// lifecycle itself. The Report streams of 100,000 reporters are one
+	// each: per-message logging hooks cost CPU on every heartbeat, and a
+	// drain would log one "finished call" error per stream.
+	Unlogged []string
 }
 
 // Server is a listening, not yet serving, gRPC server.
@@ -118,17 +125,24 @@ func New(cfg Config, lg *zap.Logger, reg prometheus.Registerer, opts Options) (*
 		}
 	}
 	glg := grpcmw.ZapLogger(lg.Named("grpc"))
+	unlogged := map[string]bool{}
+	for _, m := range opts.Unlogged {
+		unlogged[m] = true
+	}
+	logged := selector.MatchFunc(func(ctx context.Context, c interceptors.CallMeta) bool {
+		return grpcmw.NotHealthOrReflection(ctx, c) && !unlogged[c.FullMethod()]
+	})
 	rec := recovery.WithRecoveryHandlerContext(grpcmw.RecoveryHandler(lg))
 
 	unary := []grpc.UnaryServerInterceptor{
 		metrics.UnaryServerInterceptor(),
-		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(glg, grpcmw.LoggingOptions()...), selector.MatchFunc(grpcmw.NotHealthOrReflection)),
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(glg, grpcmw.LoggingOptions()...), logged),
 	}
 	unary = append(unary, opts.Unary...)
 	unary = append(unary, recovery.UnaryServerInterceptor(rec))
 	stream := []grpc.StreamServerInterceptor{
 		metrics.StreamServerInterceptor(),
-		selector.StreamServerInterceptor(logging.StreamServerInterceptor(glg, grpcmw.LoggingOptions()...), selector.MatchFunc(grpcmw.NotHealthOrReflection)),
+		selector.StreamServerInterceptor(logging.StreamServerInterceptor(glg, grpcmw.LoggingOptions()...), logged),
 	}
 	stream = append(stream, opts.Stream...)
 	stream = append(stream, recovery.StreamServerInterceptor(rec))

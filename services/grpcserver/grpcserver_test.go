@@ -1,0 +1,77 @@
+package grpcserver
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/nodepulse/nodepulse/services/tlsconfig"
+)
+
+// A hand-written service with two methods that both fail with Unavailable
+// (logged at error level by the fixed chain).
+func failing(method string) func(any, context.Context, func(any) error, grpc.UnaryServerInterceptor) (any, error) {
+	return func(srv any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
+		in := new(emptypb.Empty)
+		if err := dec(in); err != nil {
+			return nil, err
+		}
+		h := func(context.Context, any) (any, error) { return nil, status.Error(codes.Unavailable, "draining") }
+		return icpt(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/test.Svc/" + method}, h)
+	}
+}
+
+var testDesc = grpc.ServiceDesc{
+	ServiceName: "test.Svc",
+	HandlerType: (*any)(nil),
+	Methods:     []grpc.MethodDesc{{MethodName: "Logged", Handler: failing("Logged")}, {MethodName: "Quiet", Handler: failing("Quiet")}},
+}
+
+// Methods named in Options.Unlogged bypass the logging interceptor: no
+// "finished call" line, not even for an error; every other method keeps it.
+func TestUnloggedMethodsSkipCallLogs(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	cfg := Config{ListenAddress: "127.0.0.1:0", TLS: tlsconfig.Config{Insecure: true}, MaxRecvMsgSize: 1 << 20,
+		MaxConcurrentStreams: 100, KeepaliveTime: time.Minute, KeepaliveTimeout: time.Minute, MinClientPingInterval: time.Second,
+		DrainTimeout: time.Second}
+	s, err := New(cfg, zap.New(core), nil, Options{Unlogged: []string{"/test.Svc/Quiet"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.RegisterService(&testDesc, struct{}{})
+	go func() { _ = s.Serve(s.ln) }()
+	defer s.Stop()
+
+	cc, err := grpc.NewClient(s.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, m := range []string{"/test.Svc/Quiet", "/test.Svc/Logged"} {
+		if err := cc.Invoke(ctx, m, &emptypb.Empty{}, &emptypb.Empty{}); status.Code(err) != codes.Unavailable {
+			t.Fatalf("%s: %v", m, err)
+		}
+	}
+	// The interceptor logs after the response went out.
+	for deadline := time.Now().Add(2 * time.Second); logs.FilterMessage("finished call").Len() == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // a late line for Quiet would show now
+	var methods []string
+	for _, e := range logs.FilterMessage("finished call").All() {
+		methods = append(methods, e.ContextMap()["grpc.method"].(string))
+	}
+	if len(methods) != 1 || methods[0] != "Logged" {
+		t.Fatalf("finished-call lines for methods %v, want only Logged", methods)
+	}
+}
