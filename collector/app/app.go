@@ -210,6 +210,10 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	a.grpc, err = grpcserver.New(cfg.GRPC, lg, reg, grpcserver.Options{
 		Unary:  []grpc.UnaryServerInterceptor{auth.unary},
 		Stream: []grpc.StreamServerInterceptor{auth.stream},
+		// One Report stream per node: ingest logs attach, leave and
+		// detach itself; the call logger would hold fields for the
+		// stream's life and deepen its (per-node) stack.
+		Unlogged: []string{collectorv1.CollectorService_Report_FullMethodName},
 	})
 	if err != nil {
 		return nil, a.closeOnErr(err)
