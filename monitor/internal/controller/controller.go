@@ -121,7 +121,6 @@ type Controller struct {
 	// not served Unknown, when deadlineKnown (see Sweep).
 	nextDeadline  time.Time
 	deadlineKnown bool
-	lastSweep     time.Time
 	// podRetry: nodes whose pods could not all be marked not ready (§6.3).
 	podRetry map[string]bool
 	// events waiting for runEvents; lastEventNano keeps event names unique.
@@ -240,8 +239,14 @@ func (c *Controller) lead(ctx context.Context, l nodestore.Leadership) error {
 	defer passT.Stop()
 	taintT := time.NewTicker(c.cfg.TaintPeriod)
 	defer taintT.Stop()
-	sweepT := time.NewTicker(c.sweepPeriod())
-	defer sweepT.Stop()
+	// Deadline sweeps run on their own goroutine: a pass holds this loop
+	// for seconds at 100,000 nodes (judging, then writing taints in batched
+	// Txns with mu released), and a dead node must not wait for it.
+	sweepCtx, stopSweeps := context.WithCancel(ctx)
+	sweepLost := make(chan struct{})
+	sweepsDone := make(chan struct{})
+	go func() { defer close(sweepsDone); c.sweeper(sweepCtx, sweepLost) }()
+	defer func() { stopSweeps(); <-sweepsDone }() // before end(): deferred later, runs first
 	// Condition taints follow node updates at once (upstream: node workers
 	// on every add/update event), not only at the next health pass.
 	_, cursor := c.cache.Nodes()
@@ -272,14 +277,8 @@ func (c *Controller) lead(ctx context.Context, l nodestore.Leadership) error {
 				c.lg.Error("health pass failed", zap.Error(err))
 			}
 			passT.Reset(c.cfg.MonitorPeriod)
-		case <-sweepT.C:
-			err := c.Sweep(ctx)
-			if errors.Is(err, errLost) {
-				return err
-			}
-			if err != nil && ctx.Err() == nil {
-				c.lg.Error("deadline sweep failed", zap.Error(err))
-			}
+		case <-sweepLost:
+			return errLost
 		case <-taintT.C:
 			if err := c.TaintPass(ctx); errors.Is(err, errLost) {
 				return err
@@ -465,18 +464,13 @@ func (c *Controller) Pass(ctx context.Context) error {
 	stale := 0
 	for i, e := range entries {
 		if i > 0 && i%judgeChunk == 0 {
-			// Let readers (API, readiness, evictor) in between chunks; only
-			// this goroutine changes what the pass works on.
+			// Let readers (API, readiness, evictor) and the deadline
+			// sweeper in between chunks. A node the sweeper marks meanwhile
+			// is seen by the rest of this pass through pending; if this pass
+			// judged it already, one of the two writes conflicts and the
+			// node is decided again from fresh data.
 			c.mu.Unlock()
 			c.mu.Lock()
-			// A pass over 100,000 nodes takes seconds: keep marking the
-			// nodes whose deadline falls meanwhile. A node the sweep writes
-			// is seen by the rest of this pass through pending.
-			if c.cfg.Now().Sub(c.lastSweep) >= c.sweepPeriod() {
-				if err := c.sweepLocked(ctx, entries[i-1].Name); errors.Is(err, errLost) {
-					return err
-				}
-			}
 		}
 		seen[e.Name] = true
 		v := c.viewLocked(e, cacheRev)
@@ -733,9 +727,9 @@ func healthEqual(a, b *nodev1.NodeHealth) bool {
 // based on (so a concurrent DeleteNode is never undone), in Txns of up to
 // MaxOps nodes. A conflict costs only that node's write: it is decided again
 // on the next pass from fresh data. With release, mu is released during the
-// round trips (only this leader's goroutine changes controller state, so
-// nothing the writes depend on changes meanwhile; readers do not wait for
-// etcd). It returns errLost when fenced, else the store's first error.
+// round trips, so readers do not wait for etcd; the writes depend only on
+// the fence and their own records, and the deadline sweeper, which may run
+// meanwhile, writes other nodes (or loses a conflict on the same one). It returns errLost when fenced, else the store's first error.
 func (c *Controller) writeHealthLocked(ctx context.Context, writes []*healthWrite, release bool) error {
 	if len(writes) == 0 {
 		return nil

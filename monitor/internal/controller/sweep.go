@@ -2,7 +2,10 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
@@ -21,8 +24,9 @@ func (c *Controller) sweepPeriod() time.Duration {
 	return min(p, c.cfg.MonitorPeriod)
 }
 
-// Sweep judges, between two health passes, only the nodes whose grace
-// period may have run out. Exported for tests.
+// Sweep judges only the nodes whose grace period may have run out. It runs
+// on its own goroutine (sweeper), between passes and while one runs (a pass
+// releases mu between chunks and during its writes). Exported for tests.
 //
 // Why: a full pass judges every node and at 100,000 nodes takes seconds,
 // and it starts MonitorPeriod after the previous one ended, so a node
@@ -48,19 +52,10 @@ func (c *Controller) sweepPeriod() time.Duration {
 func (c *Controller) Sweep(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.sweepLocked(ctx, "")
-}
-
-// sweepLocked is Sweep with mu held. A long pass calls it between chunks
-// too, so deadlines that fall during a pass are not held up by it; it then
-// passes the last name it judged (it goes in name order): nodes after it
-// are about to be judged by the pass itself and are left alone.
-func (c *Controller) sweepLocked(ctx context.Context, judgedUpTo string) error {
 	if !c.leading || c.paused != "" {
 		return nil
 	}
 	now := c.cfg.Now()
-	c.lastSweep = now
 	if c.checkPause(now) != "" {
 		return nil // the next pass pauses judgement and says why
 	}
@@ -71,7 +66,7 @@ func (c *Controller) sweepLocked(ctx context.Context, judgedUpTo string) error {
 	var due []string
 	c.deadlineKnown, c.nextDeadline = true, time.Time{}
 	for name, rec := range c.records {
-		if rec.Probe.IsZero() || c.lastReady[name] == nodemodel.Unknown || judgedUpTo != "" && name > judgedUpTo {
+		if rec.Probe.IsZero() || c.lastReady[name] == nodemodel.Unknown {
 			continue
 		}
 		d := rec.Probe.Add(grace)
@@ -124,5 +119,27 @@ func (c *Controller) noteDeadlineLocked(probe time.Time, grace time.Duration, re
 	}
 	if d := probe.Add(grace); c.deadlineKnown && d.Before(c.nextDeadline) {
 		c.nextDeadline = d
+	}
+}
+
+// sweeper runs Sweep every sweep period until ctx ends; it closes lost and
+// returns when a write finds this replica deposed.
+func (c *Controller) sweeper(ctx context.Context, lost chan<- struct{}) {
+	t := time.NewTicker(c.sweepPeriod())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := c.Sweep(ctx)
+		if errors.Is(err, errLost) {
+			close(lost)
+			return
+		}
+		if err != nil && ctx.Err() == nil {
+			c.lg.Error("deadline sweep failed", zap.Error(err))
+		}
 	}
 }
