@@ -629,7 +629,8 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	r.mark("ramp")
 	rampStart := r.takeSnap(ctx)
-	if _, err := r.startProc("sim", bin("reporter"), simArgs(live, connLive, livePrefix, r.simAdmin, rampLive)...); err != nil {
+	sim, err := r.startProc("sim", bin("reporter"), simArgs(live, connLive, livePrefix, r.simAdmin, rampLive)...)
+	if err != nil {
 		return err
 	}
 	if kill > 0 {
@@ -639,7 +640,10 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	r.logf("simulators started: %d nodes on %d connections + %d nodes on %d connections (killed later)", live, connLive, kill, connKill)
 	// The registration storm: where the collector's time goes while the
-	// fleet attaches.
+	// fleet attaches (once the simulator serves its profile too).
+	if r.cfg.Profile {
+		_ = sim.WaitHTTP(ctx, "http://"+r.simAdmin+"/metrics", 10*time.Second)
+	}
 	r.profile(ctx, "ramp", r.cfg.ProfileFor)
 	core := []string{"etcd", "collector", "monitor", "sim", "sim-kill"}
 	rampTimeout := time.Duration(float64(c.Nodes)/max(c.RampRate, 1)*float64(time.Second)) + 3*time.Minute
