@@ -146,14 +146,6 @@ func TestParseMetrics(t *testing.T) {
 	}
 }
 
-func TestParseStatCPU(t *testing.T) {
-	stat := []byte("4242 (my (weird) prog) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 8 0 100 1000 10 18446744073709551615")
-	got, err := parseStatCPU(stat)
-	if err != nil || got != 3.0 {
-		t.Errorf("parseStatCPU = %v, %v; want 3.0", got, err)
-	}
-}
-
 // fixedReport is a small report with every section filled.
 func fixedReport() *Report {
 	np := &Stage{Name: "steady", System: "nodepulse", Start: 30, End: 180, Nodes: 100000, Renewals: 1.5e6, RenewalsPS: 10000,

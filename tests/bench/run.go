@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nodepulse/nodepulse/services/procutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -43,7 +44,7 @@ type runner struct {
 	writerAddr                             string
 
 	procMu sync.Mutex
-	procs  map[string][]*Proc // every incarnation, by role
+	procs  map[string][]*procutil.Proc // every incarnation, by role
 
 	tlMu      sync.Mutex
 	timeline  []TimelinePoint
@@ -78,7 +79,7 @@ func Run(ctx context.Context, cfg Config, command string, log io.Writer) (*Repor
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: cfg, log: log, http: &http.Client{Timeout: 20 * time.Second}, procs: map[string][]*Proc{}, rssMax: map[string]int64{}}
+	r := &runner{cfg: cfg, log: log, http: &http.Client{Timeout: 20 * time.Second}, procs: map[string][]*procutil.Proc{}, rssMax: map[string]int64{}}
 	r.out = cfg.OutDir
 	if r.out == "" {
 		r.out = filepath.Join(".run", "bench", time.Now().Format("20060102-150405"))
@@ -132,7 +133,7 @@ func Run(ctx context.Context, cfg Config, command string, log io.Writer) (*Repor
 	r.stopAll()
 	r.profileWG.Wait()
 	r.report.Duration = time.Since(r.start).Seconds()
-	r.report.Machine.LoadEnd = LoadAvg()
+	r.report.Machine.LoadEnd = procutil.LoadAvg()
 	r.finish()
 	if werr := r.write(); werr != nil && err == nil {
 		err = werr
@@ -157,14 +158,14 @@ func (r *runner) problem(format string, a ...any) {
 
 func (r *runner) waitLoad(ctx context.Context) {
 	deadline := time.Now().Add(r.cfg.WaitLoadMax)
-	for Load1() >= r.cfg.WaitLoad {
+	for procutil.Load1() >= r.cfg.WaitLoad {
 		if time.Now().After(deadline) {
 			r.report.LoadNote = fmt.Sprintf("The machine's 1-minute load average stayed at or above %.1f for %s (other work on the machine); the run went ahead anyway, so the numbers include that interference.",
 				r.cfg.WaitLoad, r.cfg.WaitLoadMax)
-			fmt.Fprintf(r.log, "load still %s after %s: running anyway\n", LoadAvg(), r.cfg.WaitLoadMax)
+			fmt.Fprintf(r.log, "load still %s after %s: running anyway\n", procutil.LoadAvg(), r.cfg.WaitLoadMax)
 			return
 		}
-		fmt.Fprintf(r.log, "waiting for load < %.1f (now %s)\n", r.cfg.WaitLoad, LoadAvg())
+		fmt.Fprintf(r.log, "waiting for load < %.1f (now %s)\n", r.cfg.WaitLoad, procutil.LoadAvg())
 		select {
 		case <-ctx.Done():
 			return
@@ -173,7 +174,7 @@ func (r *runner) waitLoad(ctx context.Context) {
 	}
 }
 
-func (r *runner) startProc(role, bin string, args ...string) (*Proc, error) {
+func (r *runner) startProc(role, bin string, args ...string) (*procutil.Proc, error) {
 	r.procMu.Lock()
 	n := len(r.procs[role])
 	r.procMu.Unlock()
@@ -181,7 +182,7 @@ func (r *runner) startProc(role, bin string, args ...string) (*Proc, error) {
 	if n > 0 {
 		logName = fmt.Sprintf("%s-%d", role, n+1)
 	}
-	p, err := StartProc(logName, r.logDir, bin, args...)
+	p, err := procutil.Start(logName, r.logDir, bin, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +193,7 @@ func (r *runner) startProc(role, bin string, args ...string) (*Proc, error) {
 }
 
 // current is the latest incarnation of role (nil if none).
-func (r *runner) current(role string) *Proc {
+func (r *runner) current(role string) *procutil.Proc {
 	r.procMu.Lock()
 	defer r.procMu.Unlock()
 	ps := r.procs[role]
@@ -205,7 +206,7 @@ func (r *runner) current(role string) *Proc {
 // cpuOf sums the CPU seconds of every incarnation of role.
 func (r *runner) cpuOf(role string) (cpu float64, rss, written int64, ok bool) {
 	r.procMu.Lock()
-	ps := append([]*Proc(nil), r.procs[role]...)
+	ps := append([]*procutil.Proc(nil), r.procs[role]...)
 	r.procMu.Unlock()
 	for _, p := range ps {
 		if p.Exited() {
@@ -214,8 +215,7 @@ func (r *runner) cpuOf(role string) (cpu float64, rss, written int64, ok bool) {
 			}
 			continue
 		}
-		s := SampleProc(p.Pid())
-		if s.OK {
+		if s, err := procutil.Sample(p.Pid()); err == nil {
 			cpu += s.CPUSeconds
 			rss += s.RSSBytes
 			written += s.WriteBytes
@@ -241,7 +241,7 @@ func (r *runner) sampleProcs() (cpu map[string]float64, rss, written map[string]
 	cpu, rss, written = map[string]float64{}, map[string]int64{}, map[string]int64{}
 	for _, role := range r.roles() {
 		if role == "bench" {
-			s := SampleProc(os.Getpid())
+			s, _ := procutil.Sample(os.Getpid())
 			cpu[role], rss[role] = s.CPUSeconds, s.RSSBytes
 			continue
 		}
@@ -303,7 +303,7 @@ func (r *runner) takeSnap(ctx context.Context) *snap {
 		s.writer = r.writerStats(ctx)
 	}
 	s.view = r.obs.Snapshot()
-	s.busy, _ = SystemCPU()
+	s.busy, _ = procutil.SystemCPU()
 	return s
 }
 
@@ -483,7 +483,7 @@ func fetch(ctx context.Context, c *http.Client, url, path string) error {
 func (r *runner) died(roles ...string) error {
 	for _, role := range roles {
 		if p := r.current(role); p != nil && p.Exited() {
-			return fmt.Errorf("%s exited unexpectedly (%v); log tail:\n%s", role, p.err, Tail(p.Log, 30))
+			return fmt.Errorf("%s exited unexpectedly (%v); log tail:\n%s", role, p.Err(), procutil.Tail(p.Log, 30))
 		}
 	}
 	return nil
@@ -522,7 +522,7 @@ func (r *runner) sleep(ctx context.Context, d time.Duration, watch ...string) er
 func (r *runner) stopAll() {
 	for _, role := range []string{"writer", "monitor", "sim-kill", "sim", "collector", "etcd"} {
 		r.procMu.Lock()
-		ps := append([]*Proc(nil), r.procs[role]...)
+		ps := append([]*procutil.Proc(nil), r.procs[role]...)
 		r.procMu.Unlock()
 		for _, p := range ps {
 			if role == "sim" || role == "sim-kill" {

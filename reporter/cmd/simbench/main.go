@@ -25,6 +25,7 @@ import (
 	"github.com/nodepulse/nodepulse/reporter/app"
 	"github.com/nodepulse/nodepulse/reporter/internal/collectortest"
 	"github.com/nodepulse/nodepulse/services/flagenv"
+	"github.com/nodepulse/nodepulse/services/procutil"
 )
 
 const synopsis = `simbench — CPU, memory and registration rate of the reporter simulator.
@@ -285,7 +286,7 @@ func run(ctx context.Context, cfg config, cmdline string, w io.Writer) (res *Res
 		}
 	}()
 	res = &Result{Command: cmdline, Time: time.Now().UTC(), Nodes: cfg.nodes, Connections: cfg.connections, LogDir: logDir,
-		Machine: Machine{CPUModel: cpuModel(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: loadAvg()}}
+		Machine: Machine{CPUModel: procutil.CPUModel(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: procutil.LoadAvg()}}
 	if cfg.connections <= 0 {
 		res.Connections = min(max(cfg.nodes/100, 1), 1000) // the simulator's default
 	}
@@ -294,12 +295,12 @@ func run(ctx context.Context, cfg config, cmdline string, w io.Writer) (res *Res
 		res.ReporterBin = "(this binary) reporter"
 	}
 
-	fake, err := startProc("fake-collector", logDir, self, "fake-collector", "--listen", collAddr)
+	fake, err := procutil.Start("fake-collector", logDir, self, "fake-collector", "--listen", collAddr)
 	if err != nil {
 		return res, err
 	}
-	defer fake.stop(10 * time.Second)
-	if err := fake.waitTCP(ctx, collAddr, 30*time.Second); err != nil {
+	defer fake.Stop(10 * time.Second)
+	if err := fake.WaitTCP(ctx, collAddr, 30*time.Second); err != nil {
 		return res, err
 	}
 
@@ -314,27 +315,27 @@ func run(ctx context.Context, cfg config, cmdline string, w io.Writer) (res *Res
 	fmt.Fprintf(w, "simbench: %s nodes over %s connections; load average %s; logs in %s\n",
 		thousands(cfg.nodes), thousands(res.Connections), res.Machine.LoadStart, logDir)
 
-	f0, err := sampleProc(fake.pid())
+	f0, err := procutil.Sample(fake.Pid())
 	if err != nil {
 		return res, fmt.Errorf("fake collector: %w", err)
 	}
 	t0 := time.Now()
-	sim, err := startProc("simulator", logDir, simBin, simArgs...)
+	sim, err := procutil.Start("simulator", logDir, simBin, simArgs...)
 	if err != nil {
 		return res, err
 	}
 	// SIGTERM makes the simulator send Leaving on every stream: give it time.
 	defer func() {
 		t := time.Now()
-		sim.stop(45 * time.Second)
+		sim.Stop(45 * time.Second)
 		fmt.Fprintf(w, "simulator stopped in %.1f s\n", time.Since(t).Seconds())
 	}()
 	alive := func() error {
-		if sim.exited() {
-			return sim.deadErr()
+		if sim.Exited() {
+			return sim.DeadErr()
 		}
-		if fake.exited() {
-			return fake.deadErr()
+		if fake.Exited() {
+			return fake.DeadErr()
 		}
 		return ctx.Err()
 	}
@@ -347,8 +348,8 @@ func run(ctx context.Context, cfg config, cmdline string, w io.Writer) (res *Res
 	for {
 		select {
 		case <-ctx.Done():
-		case <-sim.done:
-		case <-fake.done:
+		case <-sim.Done():
+		case <-fake.Done():
 		case <-tick.C:
 		}
 		if err := alive(); err != nil {
@@ -379,8 +380,8 @@ func run(ctx context.Context, cfg config, cmdline string, w io.Writer) (res *Res
 	}
 	tick.Stop()
 	t1 := time.Now()
-	s1, err1 := sampleProc(sim.pid())
-	f1, err2 := sampleProc(fake.pid())
+	s1, err1 := procutil.Sample(sim.Pid())
+	f1, err2 := procutil.Sample(fake.Pid())
 	if err := errors.Join(err1, err2); err != nil {
 		return res, err
 	}
@@ -390,21 +391,21 @@ func run(ctx context.Context, cfg config, cmdline string, w io.Writer) (res *Res
 	r.MetricsUpSeconds = tUp.Sub(t0).Seconds()
 	r.FirstSeenSeconds = tFirst.Sub(t0).Seconds()
 	r.PerSecond = float64(cfg.nodes) / wall
-	r.SimCPUSeconds = s1.cpu
-	r.SimCores = s1.cpu / wall
-	r.SimCPUMicrosPerReg = s1.cpu / float64(cfg.nodes) * 1e6
+	r.SimCPUSeconds = s1.CPUSeconds
+	r.SimCores = s1.CPUSeconds / wall
+	r.SimCPUMicrosPerReg = s1.CPUSeconds / float64(cfg.nodes) * 1e6
 	r.LaterRenewals = max(m1[mRenewals]-m1[mRegistered], 0)
-	r.FakeCPUSeconds = f1.cpu - f0.cpu
+	r.FakeCPUSeconds = f1.CPUSeconds - f0.CPUSeconds
 	r.FakeCores = r.FakeCPUSeconds / wall
-	r.SimRSSBytes = s1.rss
+	r.SimRSSBytes = s1.RSSBytes
 	r.StreamErrors = m1[mStreamErrors]
 	fmt.Fprintf(w, "registered %s nodes in %.2f s; settling %s, then holding %s\n", thousands(cfg.nodes), wall, cfg.settle, cfg.hold)
 
 	sleep := func(d time.Duration) error {
 		select {
 		case <-ctx.Done():
-		case <-sim.done:
-		case <-fake.done:
+		case <-sim.Done():
+		case <-fake.Done():
 		case <-time.After(d):
 		}
 		return alive()
@@ -420,29 +421,29 @@ func run(ctx context.Context, cfg config, cmdline string, w io.Writer) (res *Res
 	if err != nil {
 		return res, err
 	}
-	s2, err1 := sampleProc(sim.pid())
-	f2, err2 := sampleProc(fake.pid())
+	s2, err1 := procutil.Sample(sim.Pid())
+	f2, err2 := procutil.Sample(fake.Pid())
 	if err := errors.Join(err1, err2); err != nil {
 		return res, err
 	}
 	var maxCores float64
 	prev := s2
-	end := s2.at.Add(cfg.hold)
+	end := s2.At.Add(cfg.hold)
 	for time.Until(end) > 0 {
 		if err := sleep(min(time.Second, time.Until(end))); err != nil {
 			return res, err
 		}
-		s, err := sampleProc(sim.pid())
+		s, err := procutil.Sample(sim.Pid())
 		if err != nil {
 			return res, err
 		}
-		if dt := s.at.Sub(prev.at).Seconds(); dt >= 0.5 {
-			maxCores = max(maxCores, (s.cpu-prev.cpu)/dt)
+		if dt := s.At.Sub(prev.At).Seconds(); dt >= 0.5 {
+			maxCores = max(maxCores, (s.CPUSeconds-prev.CPUSeconds)/dt)
 		}
 		prev = s
 	}
-	s3, err1 := sampleProc(sim.pid())
-	f3, err2 := sampleProc(fake.pid())
+	s3, err1 := procutil.Sample(sim.Pid())
+	f3, err2 := procutil.Sample(fake.Pid())
 	if err := errors.Join(err1, err2); err != nil {
 		return res, err
 	}
@@ -450,24 +451,24 @@ func run(ctx context.Context, cfg config, cmdline string, w io.Writer) (res *Res
 	if err != nil {
 		return res, err
 	}
-	dt := s3.at.Sub(s2.at).Seconds()
+	dt := s3.At.Sub(s2.At).Seconds()
 	renewals := m3[mRenewals] - m2[mRenewals]
 	statuses := m3[mStatuses] - m2[mStatuses]
 	st := &Steady{
 		Seconds: dt, Renewals: renewals, RenewalsPerSecond: renewals / dt, Statuses: statuses,
-		SimCores: (s3.cpu - s2.cpu) / dt, SimCoresMax1s: maxCores,
-		SimRSSBytes: s3.rss, SimRSSBytesPerNode: float64(s3.rss) / float64(cfg.nodes),
+		SimCores: (s3.CPUSeconds - s2.CPUSeconds) / dt, SimCoresMax1s: maxCores,
+		SimRSSBytes: s3.RSSBytes, SimRSSBytesPerNode: float64(s3.RSSBytes) / float64(cfg.nodes),
 		SimHeapInuseBytes: m3[mHeapInuse], SimGoroutines: m3[mGoroutines],
-		FakeCores: (f3.cpu - f2.cpu) / dt, FakeRSSBytes: f3.rss,
+		FakeCores: (f3.CPUSeconds - f2.CPUSeconds) / dt, FakeRSSBytes: f3.RSSBytes,
 		ConnectedAtEnd: m3[mConnected], StreamErrors: m3[mStreamErrors] - m2[mStreamErrors], AckErrors: m3[mAckErrors] - m2[mAckErrors],
 	}
 	if msgs := renewals + statuses; msgs > 0 {
-		st.SimCPUMicrosPerMsg = (s3.cpu - s2.cpu) / msgs * 1e6
-		st.FakeCPUMicrosPerMsg = (f3.cpu - f2.cpu) / msgs * 1e6
+		st.SimCPUMicrosPerMsg = (s3.CPUSeconds - s2.CPUSeconds) / msgs * 1e6
+		st.FakeCPUMicrosPerMsg = (f3.CPUSeconds - f2.CPUSeconds) / msgs * 1e6
 		r.SimCPUMicrosPerRegN = (r.SimCPUSeconds - r.LaterRenewals*st.SimCPUMicrosPerMsg/1e6) / float64(cfg.nodes) * 1e6
 	}
 	res.Steady = st
-	res.Machine.LoadEnd = loadAvg()
+	res.Machine.LoadEnd = procutil.LoadAvg()
 	res.Goals = goals(cfg, res)
 	printTable(w, res)
 	return res, nil

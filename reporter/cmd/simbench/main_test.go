@@ -42,15 +42,6 @@ h_bucket{le="+Inf"} 4 1700000000
 	}
 }
 
-func TestParseStatCPU(t *testing.T) {
-	// Fields after the command name: state(3) ... utime(14)=250 stime(15)=50.
-	stat := "42 (a b) S 1 42 42 0 -1 4194304 100 0 0 0 250 50 0 0 20 0 8 0 100 0 0"
-	cpu, err := parseStatCPU([]byte(stat))
-	if err != nil || cpu != 3 {
-		t.Fatalf("cpu %v, %v", cpu, err)
-	}
-}
-
 func TestThousands(t *testing.T) {
 	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 100000: "100,000", 1234567: "1,234,567", -5000: "-5,000"} {
 		if got := thousands(n); got != want {
