@@ -1,22 +1,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nodepulse/nodepulse/services/flagenv"
+	"github.com/nodepulse/nodepulse/services/procutil"
 )
 
 type config struct {
@@ -60,100 +57,12 @@ func parse(args []string) (config, error) {
 	return c, err
 }
 
-// proc is one child process.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan error
-}
-
-func start(ctx context.Context, name, logDir, bin string, args ...string) (*proc, error) {
-	logPath := filepath.Join(logDir, name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	// Own process group: the terminal's Ctrl-C reaches only us, and we stop
-	// the children in a safe order. Pdeathsig kills them if we are killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("start %s (%s): %w", name, bin, err)
-	}
-	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan error, 1)}
-	go func() { p.done <- cmd.Wait(); f.Close() }()
-	return p, nil
-}
-
-// stop sends SIGTERM and waits, then SIGKILL.
-func (p *proc) stop(timeout time.Duration) {
-	if p.cmd.ProcessState != nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-func tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return strings.Join(lines, "\n")
-}
-
 func portFree(port int) error {
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		return fmt.Errorf("port %d is in use (another nodepulse or etcd running?): %w", port, err)
 	}
 	return ln.Close()
-}
-
-// waitHTTP polls url until it answers 200, the process dies, or the deadline.
-func waitHTTP(ctx context.Context, p *proc, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	client := &http.Client{Timeout: time.Second}
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
-		}
-		select {
-		case perr := <-p.done:
-			p.done <- perr
-			return fmt.Errorf("%s exited (%v) before it was ready; last log lines:\n%s", p.name, perr, tail(p.log, 20))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready after %s (%v); last log lines:\n%s", p.name, timeout, err, tail(p.log, 20))
-		}
-	}
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -185,11 +94,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	_ = os.RemoveAll(etcdDir)
 	defer os.RemoveAll(etcdDir)
 
-	var procs []*proc
+	var procs []*procutil.Proc
 	stopAll := func() {
 		fmt.Fprintln(out, "\nstopping: reporter, monitor, collector, etcd")
 		for i := len(procs) - 1; i >= 0; i-- {
-			procs[i].stop(10 * time.Second)
+			procs[i].Stop(10 * time.Second)
 		}
 	}
 	defer stopAll()
@@ -212,19 +121,21 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			"--admin.listen-address=" + addr(bp+102), "--node-name=" + cfg.nodeName, "--log.format=console"}, reporterArgs(cfg)...)},
 	}
 	for _, s := range steps {
-		p, err := start(ctx, s.name, logDir, bin(s.name), s.args...)
+		// Own process group: the terminal's Ctrl-C reaches only us, and we
+		// stop the children in a safe order; they die with us (Pdeathsig).
+		p, err := procutil.Start(s.name, logDir, bin(s.name), s.args...)
 		if err != nil {
 			return err
 		}
 		procs = append(procs, p)
 		t0 := time.Now()
-		if err := waitHTTP(ctx, p, s.ready, 60*time.Second); err != nil {
+		if err := p.WaitHTTP(ctx, s.ready, 60*time.Second); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		fmt.Fprintf(out, "%-9s ready in %5s  (pid %d, log %s)\n", s.name, time.Since(t0).Round(time.Millisecond), p.cmd.Process.Pid, p.log)
+		fmt.Fprintf(out, "%-9s ready in %5s  (pid %d, log %s)\n", s.name, time.Since(t0).Round(time.Millisecond), p.Pid(), p.Log)
 		if s.name == "reporter" {
 			fmt.Fprintf(out, "all ready (pids:%s)\n", pids(procs))
 		}
@@ -240,13 +151,12 @@ Ctrl-C stops everything.
 
 `, cfg.nodeName, addr(bp+1), addr(bp+100))
 
-	died := make(chan *proc, len(procs))
+	died := make(chan *procutil.Proc, len(procs))
 	for _, p := range procs {
-		go func(p *proc) {
-			err := <-p.done
-			p.done <- err
+		go func() {
+			<-p.Done()
 			died <- p
-		}(p)
+		}()
 	}
 	var tableErr chan error
 	if cfg.table {
@@ -257,7 +167,7 @@ Ctrl-C stops everything.
 	case <-ctx.Done():
 		return nil
 	case p := <-died:
-		return fmt.Errorf("%s exited unexpectedly; last log lines:\n%s", p.name, tail(p.log, 30))
+		return fmt.Errorf("%s exited unexpectedly (%v); last log lines:\n%s", p.Name, p.Err(), procutil.Tail(p.Log, 30))
 	case err := <-tableErr:
 		return err
 	}
@@ -271,10 +181,10 @@ func monitorArgs(c config) []string {
 	return args
 }
 
-func pids(ps []*proc) string {
+func pids(ps []*procutil.Proc) string {
 	var b strings.Builder
 	for _, p := range ps {
-		fmt.Fprintf(&b, " %s=%d", p.name, p.cmd.Process.Pid)
+		fmt.Fprintf(&b, " %s=%d", p.Name, p.Pid())
 	}
 	return b.String()
 }
