@@ -729,7 +729,8 @@ func healthEqual(a, b *nodev1.NodeHealth) bool {
 // on the next pass from fresh data. With release, mu is released during the
 // round trips, so readers do not wait for etcd; the writes depend only on
 // the fence and their own records, and the deadline sweeper, which may run
-// meanwhile, writes other nodes (or loses a conflict on the same one). It returns errLost when fenced, else the store's first error.
+// meanwhile, writes other nodes (or loses a conflict on the same one). It
+// returns errLost when fenced, else the store's first error.
 func (c *Controller) writeHealthLocked(ctx context.Context, writes []*healthWrite, release bool) error {
 	if len(writes) == 0 {
 		return nil
