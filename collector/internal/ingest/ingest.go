@@ -358,8 +358,12 @@ func (s *Server) serve(st *stream, timer *time.Timer) error {
 	if err != nil {
 		return endErr(err)
 	}
-	if err := s.register(st, first); err != nil {
-		return err
+	// Registration (validation, the wait for etcd, log lines) is the
+	// deepest code a stream runs: off the stream's long-lived stack.
+	var err2 error
+	onFreshStack(func() { err2 = s.register(st, first) })
+	if err2 != nil {
+		return err2
 	}
 	defer s.detach(st)
 	return s.loop(st)

@@ -135,7 +135,9 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 		s.m.leaseOK.Inc()
 		return s.ackLease(st, seq)
 	case *collectorv1.ReportRequest_Status:
-		if l := validation.StatusReport(msg.Status, now, s.cfg.Limits); len(l) > 0 {
+		var l validation.List
+		onFreshStack(func() { l = validation.StatusReport(msg.Status, now, s.cfg.Limits) }) // deep: off the stream's stack
+		if len(l) > 0 {
 			return c.refuseInvalid("status", seq, l)
 		}
 		if !s.p.Available() {

@@ -1,0 +1,64 @@
+package ingest
+
+import (
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+
+	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
+)
+
+// Codec is the collector server's gRPC codec: the standard protobuf codec,
+// except that large messages are decoded, and Register acks (which carry
+// the whole node) encoded, on a short-lived goroutine (onFreshStack).
+//
+// Why: a Report stream's goroutine lives as long as its node stays
+// connected, parked in Recv, and a goroutine's stack never shrinks below
+// what it once needed unless it later uses under a quarter of it. Protobuf
+// code for messages with maps (a status report's capacity, a node's labels)
+// goes through reflection with large frames; run on the stream's goroutine
+// it doubled every stream's stack to 16 KB for good, the largest part of
+// the collector's memory per node. Lease renewals and their acks, the
+// messages of the hot path, are small and stay inline.
+func Codec() encoding.CodecV2 {
+	return offStackCodec{base: encoding.GetCodecV2(grpcproto.Name)}
+}
+
+// offStackBytes: messages at least this large are decoded off the stream's
+// stack (a lease renewal is ~30 bytes, a status report several hundred).
+const offStackBytes = 256
+
+type offStackCodec struct{ base encoding.CodecV2 }
+
+func (c offStackCodec) Name() string { return c.base.Name() }
+
+func (c offStackCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if data.Len() < offStackBytes {
+		return c.base.Unmarshal(data, v)
+	}
+	var err error
+	onFreshStack(func() { err = c.base.Unmarshal(data, v) })
+	return err
+}
+
+func (c offStackCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(*collectorv1.ReportResponse); !ok || r.GetAck().GetNode() == nil {
+		return c.base.Marshal(v)
+	}
+	var out mem.BufferSlice
+	var err error
+	onFreshStack(func() { out, err = c.base.Marshal(v) })
+	return out, err
+}
+
+// onFreshStack runs f on a short-lived goroutine and waits for it, so the
+// stack f grows is freed when it returns instead of staying with the
+// caller (see Codec).
+func onFreshStack(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	<-done
+}
