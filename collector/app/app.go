@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -72,6 +73,12 @@ type Config struct {
 	DrainWindow time.Duration
 	// ShutdownTimeout bounds the whole stop sequence.
 	ShutdownTimeout time.Duration
+	// GCPercent is the Go GC target (GOGC) the collector process runs with
+	// when the GOGC environment variable is not set (Main only; 0 keeps
+	// Go's default of 100). A collector's memory grows with its streams
+	// and its CPU with their messages; 50 keeps ~6 KB less per connected
+	// node for a few hundredths of a core at 10,000 renewals/s.
+	GCPercent int
 
 	Ingest  ingest.Config
 	Persist persist.Config
@@ -104,6 +111,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SessionTTL, "collector.session-ttl", 10*time.Second, "TTL of the etcd session holding collectors/<id>: a dead collector disappears from discovery after at most this")
 	fs.DurationVar(&c.DrainWindow, "drain.reconnect-window", 5*time.Second, "on shutdown, reporters reconnect elsewhere at a random moment within this window (keep below --grpc.drain-timeout)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "upper bound of the whole shutdown sequence")
+	fs.IntVar(&c.GCPercent, "runtime.gc-percent", 50, "Go GC target percentage for this process when the GOGC environment variable is not set (0: Go's default, 100); lower keeps less memory per connected node for a little more CPU")
 
 	fs.IntVar(&c.Ingest.MaxStreams, "max-streams", ic.MaxStreams, "open Report streams at most; more are refused with ResourceExhausted")
 	fs.DurationVar(&c.Ingest.Limits.MaxClockSkew, "max-clock-skew", ic.Limits.MaxClockSkew, "timestamps (renewTime, condition times) may be at most this far in the collector's future")
@@ -522,6 +530,11 @@ func Main(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() { _ = lg.Sync() }()
+	if gogc := os.Getenv("GOGC"); gogc != "" {
+		lg.Info("GC target from the GOGC environment variable", zap.String("GOGC", gogc))
+	} else if cfg.GCPercent > 0 {
+		debug.SetGCPercent(cfg.GCPercent)
+	}
 	logging.RedirectGRPC(lg)
 	reg := admin.NewRegistry()
 	a, err := New(cfg, lg, reg)
