@@ -263,17 +263,44 @@ func (s *Server) update(ctx context.Context, name string, fn func(n *nodev1.Node
 			return nil, err
 		}
 		if changed {
-			_, err = s.store.Apply(ctx, nil, nodestore.Op{Kind: nodestore.Nodes, Name: name, Value: n, IfModRevision: o.ModRevision})
+			rev, err := s.store.Apply(ctx, nil, nodestore.Op{Kind: nodestore.Nodes, Name: name, Value: n, IfModRevision: o.ModRevision})
 			if errors.Is(err, nodestore.ErrConflict) {
 				continue
 			}
 			if err != nil {
 				return nil, status.Errorf(codes.Unavailable, "write node %q: %v", name, err)
 			}
+			s.waitCache(ctx, rev)
 		}
 		return s.served(name, n), nil
 	}
 	return nil, status.Errorf(codes.Aborted, "node %q kept changing; try again", name)
+}
+
+// readYourWritesWait bounds how long a write waits for this replica's cache.
+const readYourWritesWait = 2 * time.Second
+
+// waitCache waits, briefly, until this replica's cache reflects revision
+// rev, so that a read through the same replica right after a write sees it
+// (`nodepulse taint` then `nodepulse describe`, as kubectl users expect).
+// Reads are served from the watch cache, which trails etcd by one watch
+// delivery; under load that was long enough for the read to miss the write.
+func (s *Server) waitCache(ctx context.Context, rev int64) {
+	t := time.NewTimer(readYourWritesWait)
+	defer t.Stop()
+	for {
+		changed := s.cache.Changed() // before the check: no wake-up is lost
+		if s.cache.Revision() >= rev {
+			return
+		}
+		select {
+		case <-changed:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // served merges a just-written node with the cached status and health.
