@@ -4,13 +4,13 @@ import (
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
-
-	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 )
 
 // Codec is the collector server's gRPC codec: the standard protobuf codec,
-// except that large messages are decoded, and Register acks (which carry
-// the whole node) encoded, on a short-lived goroutine (onFreshStack).
+// except that large messages are decoded on a short-lived goroutine
+// (onFreshStack). (The one large message the collector sends on a Report
+// stream, the Register ack carrying the whole node, is encoded by
+// register, which runs on a short-lived goroutine itself.)
 //
 // Why: a Report stream's goroutine lives as long as its node stays
 // connected, parked in Recv, and a goroutine's stack never shrinks below
@@ -41,15 +41,7 @@ func (c offStackCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return err
 }
 
-func (c offStackCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if r, ok := v.(*collectorv1.ReportResponse); !ok || r.GetAck().GetNode() == nil {
-		return c.base.Marshal(v)
-	}
-	var out mem.BufferSlice
-	var err error
-	onFreshStack(func() { out, err = c.base.Marshal(v) })
-	return out, err
-}
+func (c offStackCodec) Marshal(v any) (mem.BufferSlice, error) { return c.base.Marshal(v) }
 
 // onFreshStack runs f on a short-lived goroutine and waits for it, so the
 // stack f grows is freed when it returns instead of staying with the

@@ -25,8 +25,8 @@ func TestCodecMatchesProtoCodec(t *testing.T) {
 	status := &nodev1.NodeStatus{Capacity: map[string]string{"cpu": "4", "memory": "16Gi", "pods": "110"},
 		NodeInfo: &nodev1.NodeSystemInfo{KernelVersion: strings.Repeat("k", 300)}}
 	msgs := []proto.Message{
-		&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Ack{Ack: &collectorv1.Ack{Seq: 1, Node: node}}}, // off-stack
-		&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Ack{Ack: &collectorv1.Ack{Seq: 2}}},             // inline
+		&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Ack{Ack: &collectorv1.Ack{Seq: 1, Node: node}}},
+		&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Ack{Ack: &collectorv1.Ack{Seq: 2}}},
 		&collectorv1.ReportRequest{Seq: 3, Message: &collectorv1.ReportRequest_Status{Status: &collectorv1.StatusReport{Status: status}}},
 		&collectorv1.ReportRequest{Seq: 4, Message: &collectorv1.ReportRequest_Lease{Lease: &collectorv1.LeaseRenewal{LeaseDurationSeconds: 40}}},
 	}
