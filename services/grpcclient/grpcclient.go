@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 
+	"github.com/nodepulse/nodepulse/services/grpcserver"
 	"github.com/nodepulse/nodepulse/services/tlsconfig"
 )
 
@@ -89,6 +90,10 @@ func Dial(c Config, metrics *grpcprom.ClientMetrics, extra ...grpc.DialOption) (
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: c.KeepaliveTime, Timeout: c.KeepaliveTimeout, PermitWithoutStream: true}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(max(c.MaxRecvMsgSize, 4<<20))),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: ConnectBackoff, MinConnectTimeout: 20 * time.Second}),
+		// Fixed windows, as on the servers: no BDP-estimation PING for
+		// every sparse message received (see grpcserver.DefaultStreamWindow).
+		grpc.WithStaticStreamWindowSize(grpcserver.DefaultStreamWindow),
+		grpc.WithStaticConnWindowSize(grpcserver.DefaultConnWindow),
 	}
 	if metrics != nil {
 		opts = append(opts, grpc.WithChainUnaryInterceptor(metrics.UnaryClientInterceptor()),

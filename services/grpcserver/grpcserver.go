@@ -51,6 +51,11 @@ type Config struct {
 	ShutdownDelay time.Duration
 	// DrainTimeout bounds GracefulStop; long-lived streams are then cut.
 	DrainTimeout time.Duration
+	// StreamWindow and ConnWindow are the HTTP/2 flow-control windows this
+	// server grants, per stream and per connection; 0 means the default.
+	// They are fixed on purpose: see DefaultStreamWindow.
+	StreamWindow int
+	ConnWindow   int
 }
 
 // RegisterFlags adds the grpc.* flags with the given default address.
@@ -70,6 +75,43 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defAddr string) {
 	fs.DurationVar(&c.MinClientPingInterval, "grpc.min-client-ping-interval", 5*time.Second, "disconnect clients that ping more often than this")
 	fs.DurationVar(&c.ShutdownDelay, "grpc.shutdown-delay", 0, "on shutdown, report NOT_SERVING for this long before draining")
 	fs.DurationVar(&c.DrainTimeout, "grpc.drain-timeout", 10*time.Second, "on shutdown, wait this long for calls to finish before cutting them")
+	fs.IntVar(&c.StreamWindow, "grpc.stream-window-size", DefaultStreamWindow, "HTTP/2 flow-control window per stream in bytes (fixed; at least 65536)")
+	fs.IntVar(&c.ConnWindow, "grpc.conn-window-size", DefaultConnWindow, "HTTP/2 flow-control window per connection in bytes (fixed; at least 65536)")
+}
+
+// Default flow-control windows, for servers and for grpcclient. They are
+// fixed on purpose. With grpc-go's dynamic windows a connection estimates
+// its bandwidth-delay product by sending a PING whenever data arrives and no
+// estimate is in flight, and stops only once the window has grown to 16 MiB,
+// which small messages never make it do. A collector's connection carries
+// ~10 small messages a second from ~100 multiplexed reporters, so nearly
+// every heartbeat cost a PING write and a PING-ack read on both ends, as
+// many syscalls as the heartbeat itself (docs/benchmarks.md, "BDP pings").
+// Fixed windows turn the estimator off. 1 MiB per stream carries the
+// largest message a collector accepts without a window update; 4 MiB per
+// connection bounds what one client can make a server buffer, below the
+// 16 MiB the dynamic windows may grow to.
+const (
+	DefaultStreamWindow = 1 << 20
+	DefaultConnWindow   = 4 << 20
+)
+
+// windows returns the configured windows, defaults for unset ones.
+func (c Config) windows() (stream, conn int32, err error) {
+	get := func(v, def int, flag string) (int32, error) {
+		switch {
+		case v == 0:
+			return int32(def), nil
+		case v < 64<<10 || v > 1<<30:
+			return 0, fmt.Errorf("--grpc.%s=%d: must be between 65536 and 1073741824 bytes", flag, v)
+		}
+		return int32(v), nil
+	}
+	if stream, err = get(c.StreamWindow, DefaultStreamWindow, "stream-window-size"); err != nil {
+		return 0, 0, err
+	}
+	conn, err = get(c.ConnWindow, DefaultConnWindow, "conn-window-size")
+	return stream, conn, err
 }
 
 // Options adds service-specific pieces to the fixed chain.
@@ -116,6 +158,10 @@ func New(cfg Config, lg *zap.Logger, reg prometheus.Registerer, opts Options) (*
 	if err != nil {
 		return nil, err
 	}
+	streamWin, connWin, err := cfg.windows()
+	if err != nil {
+		return nil, err
+	}
 	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
 		grpcprom.WithHistogramBuckets([]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}),
 	))
@@ -154,6 +200,9 @@ func New(cfg Config, lg *zap.Logger, reg prometheus.Registerer, opts Options) (*
 		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.MinClientPingInterval, PermitWithoutStream: true}),
+		// Fixed windows: no BDP-estimation PING per sparse message.
+		grpc.StaticStreamWindowSize(streamWin),
+		grpc.StaticConnWindowSize(connWin),
 	}
 	if tlsCfg != nil {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(tlsCfg)))
