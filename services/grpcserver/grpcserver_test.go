@@ -2,11 +2,14 @@ package grpcserver
 
 import (
 	"context"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -70,5 +73,47 @@ func TestUnloggedMethodsSkipCallLogs(t *testing.T) {
 	}
 	if len(methods) != 1 || methods[0] != "Logged" {
 		t.Fatalf("finished-call lines for methods %v, want only Logged", methods)
+	}
+}
+
+// The windows are fixed (no BDP-estimation PINGs) and advertised: the
+// server's first SETTINGS carry the configured stream window.
+func TestFixedFlowControlWindows(t *testing.T) {
+	base := Config{ListenAddress: "127.0.0.1:0", TLS: tlsconfig.Config{Insecure: true}, MaxRecvMsgSize: 1 << 20,
+		MaxConcurrentStreams: 100, KeepaliveTime: time.Minute, KeepaliveTimeout: time.Minute, MinClientPingInterval: time.Second}
+	bad := base
+	bad.StreamWindow = 1000
+	if _, err := New(bad, zap.NewNop(), nil, Options{}); err == nil || !strings.Contains(err.Error(), "--grpc.stream-window-size=1000") {
+		t.Fatalf("a 1000-byte stream window: got %v, want an error naming the flag", err)
+	}
+	s, err := New(base, zap.NewNop(), nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(s.ln) }()
+	defer s.Stop()
+	c, err := net.DialTimeout("tcp", s.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fr.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, ok := f.(*http2.SettingsFrame)
+	if !ok {
+		t.Fatalf("first frame %T, want SETTINGS", f)
+	}
+	if v, ok := sf.Value(http2.SettingInitialWindowSize); !ok || v != DefaultStreamWindow {
+		t.Fatalf("SETTINGS_INITIAL_WINDOW_SIZE = %d (present %v), want %d", v, ok, DefaultStreamWindow)
 	}
 }
