@@ -123,11 +123,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Ingest.ReconnectWindow, "etcd-unavailable-reconnect-window", ic.ReconnectWindow, "window over which reporters spread that reconnect")
 
 	fs.DurationVar(&c.Persist.CommitWindow, "status.commit-window", pc.CommitWindow, "group commit: status writes arriving within this window share one etcd Txn")
-	fs.IntVar(&c.Persist.QueueSize, "status.queue-size", pc.QueueSize, "status writes and registrations waiting for etcd at most; more are refused with retry_after")
+	fs.IntVar(&c.Persist.QueueSize, "status.queue-size", pc.QueueSize, "status writes waiting for etcd at most; more are refused with retry_after")
+	fs.IntVar(&c.Persist.RegisterQueueSize, "registration.queue-size", pc.RegisterQueueSize, "registrations waiting for a registration worker at most; more are refused with RetryInfo (the time the queue needs to drain)")
 	fs.DurationVar(&c.Persist.CheckpointInterval, "lease.checkpoint-interval", pc.CheckpointInterval, "write each attached node's lease to etcd this often (plus once at attach); the staleness bound of leases/ in etcd")
 	fs.Float64Var(&c.Persist.CheckpointTxnPerSecond, "lease.checkpoint-txn-per-second", pc.CheckpointTxnPerSecond, "cap on lease checkpoint Txns per second (each up to --etcd.max-txn-ops leases), to spread attach storms")
 	fs.DurationVar(&c.Persist.PingInterval, "etcd.ping-interval", pc.PingInterval, "how often etcd availability is probed (readiness)")
 	fs.IntVar(&c.Persist.PingFailures, "etcd.ping-failures", pc.PingFailures, "consecutive failed pings before etcd is declared unavailable (a failed write declares it at once)")
+	fs.IntVar(&c.Persist.StatusConcurrency, "status.concurrency", pc.StatusConcurrency, "status batches (one Txn of up to --etcd.max-txn-ops statuses) in flight at once")
 	fs.IntVar(&c.Persist.RegisterConcurrency, "registration.concurrency", pc.RegisterConcurrency, "registration batches (one read Txn + one create Txn of up to --etcd.max-txn-ops/3 nodes each) in flight at once")
 
 	fs.DurationVar(&c.Feed.BatchInterval, "feed.batch-interval", fc.BatchInterval, "liveness feed: pending events are sent this often")
@@ -146,6 +148,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Persist.CheckpointInterval < time.Second {
 		errs = append(errs, fmt.Errorf("--lease.checkpoint-interval (%s) must be at least 1s", c.Persist.CheckpointInterval))
+	}
+	if c.Persist.StatusConcurrency < 1 || c.Persist.StatusConcurrency > 64 {
+		errs = append(errs, fmt.Errorf("--status.concurrency (%d) must be between 1 and 64", c.Persist.StatusConcurrency))
 	}
 	if c.Persist.RegisterConcurrency < 1 || c.Persist.RegisterConcurrency > 256 {
 		errs = append(errs, fmt.Errorf("--registration.concurrency (%d) must be between 1 and 256", c.Persist.RegisterConcurrency))

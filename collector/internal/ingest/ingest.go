@@ -64,7 +64,8 @@ type Config struct {
 	MessageBurst      int
 	// RegisterTimeout: the first message must arrive within this.
 	RegisterTimeout time.Duration
-	// RetryAfter is what refused status reports are told to wait.
+	// RetryAfter is what status reports refused while etcd is unavailable
+	// are told to wait (a busy collector computes its own: StatusRetryAfter).
 	RetryAfter time.Duration
 	// SendQueue bounds queued acks and commands per stream; StatusQueue
 	// bounds status reports waiting for etcd per stream.
@@ -247,6 +248,16 @@ func (s *Server) Report(srv collectorv1.CollectorService_ReportServer) error {
 	}
 	s.m.streams.Inc()
 	defer func() { s.open.Add(-1); s.m.streams.Dec() }()
+	if s.p.RegisterQueueFull() {
+		// Every stream starts with a Register. Refused here, before it is
+		// decoded and validated, a refusal costs a fraction of a
+		// registration: in a registration storm the refusals must not take
+		// the CPU the accepted ones and the heartbeats need.
+		s.m.rejected.WithLabelValues("registration_queue_full").Inc()
+		s.refusals.note(persist.ErrBusy)
+		return withRetryAfter(status.New(codes.ResourceExhausted, "registration queue full: retry after the retry delay (RetryInfo) with jitter"),
+			s.p.RegisterRetryAfter())
+	}
 
 	ctx, cancel := context.WithCancelCause(srv.Context())
 	defer cancel(nil)
@@ -365,8 +376,9 @@ func (s *Server) serve(st *stream, timer *time.Timer) error {
 	if err2 != nil {
 		return err2
 	}
-	defer s.detach(st)
-	return s.loop(st)
+	err = s.loop(st)
+	s.detach(st, s.streamEnd(st, err))
+	return err
 }
 
 func endErr(err error) error {
@@ -437,7 +449,7 @@ func (s *Server) register(st *stream, m *collectorv1.ReportRequest) error {
 
 	if err := st.send(&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Ack{Ack: &collectorv1.Ack{
 		Seq: m.GetSeq(), Durable: true, Node: res.Node, CollectorId: s.cfg.CollectorID}}}); err != nil {
-		s.detach(st)
+		s.detach(st, err)
 		return err
 	}
 	s.m.messages.WithLabelValues("register", "ok").Inc()
@@ -544,14 +556,19 @@ func newUID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-func (s *Server) detach(st *stream) {
+// detach removes a registered stream that ended with end (nil: the
+// reporter closed its side).
+func (s *Server) detach(st *stream, end error) {
 	s.mu.Lock()
 	if s.streams[st.name] == st {
 		delete(s.streams, st.name)
 	}
 	s.mu.Unlock()
+	code := status.Code(end)
+	s.m.detached.WithLabelValues(code.String()).Inc()
 	if s.table.Detach(st.name, st.gen) {
-		s.lg.Info("node detached", zap.String("node", st.name), zap.Uint64("gen", st.gen))
+		s.lg.Info("node detached", zap.String("node", st.name), zap.Uint64("gen", st.gen),
+			zap.Stringer("code", code), zap.NamedError("reason", end))
 	}
 }
 

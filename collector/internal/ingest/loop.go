@@ -148,7 +148,7 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 		}
 		if !s.submitStatus(st, seq, msg.Status.GetStatus()) {
 			s.m.statusBusy.Inc()
-			return c.refuse(seq, codes.ResourceExhausted, "", "too many status reports waiting for etcd on this stream", s.cfg.RetryAfter)
+			return c.refuse(seq, codes.ResourceExhausted, "", "too many status reports waiting for etcd on this stream", s.p.StatusRetryAfter())
 		}
 		return nil
 	case *collectorv1.ReportRequest_Leaving:
@@ -232,7 +232,7 @@ func (s *Server) writeStatus(st *stream, j statusJob) *collectorv1.Ack {
 		// Not queued: etcd still holds what it held.
 		s.m.statusBusy.Inc()
 		a.Error = &collectorv1.Error{Code: uint32(codes.ResourceExhausted), Message: "collector write queue full: status not stored"}
-		a.RetryAfter = durationpb.New(s.cfg.RetryAfter)
+		a.RetryAfter = durationpb.New(s.p.StatusRetryAfter())
 	default:
 		// A failed commit may still have landed: forget the stored copy,
 		// so the next report is written whatever it says.

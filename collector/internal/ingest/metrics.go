@@ -10,6 +10,7 @@ type metrics struct {
 	messages   *prometheus.CounterVec
 	validation *prometheus.CounterVec
 	rejected   *prometheus.CounterVec
+	detached   *prometheus.CounterVec
 
 	// Children resolved once: the per-message path does no label lookup.
 	leaseOK, statusOK, statusUnchanged, statusBusy, statusUnavailable, leavingOK prometheus.Counter
@@ -31,8 +32,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"field"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodepulse_collector_streams_rejected_total",
-			Help: "Report streams refused before registration, by reason (draining, max_streams, register_timeout).",
+			Help: "Report streams refused before registration, by reason (draining, max_streams, registration_queue_full, register_timeout).",
 		}, []string{"reason"}),
+		detached: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodepulse_collector_streams_detached_total",
+			Help: "Registered Report streams that ended, by gRPC code of what ended them (OK: the reporter closed its side; Canceled: the reporter or its connection went away; Aborted: superseded by a newer stream).",
+		}, []string{"code"}),
 	}
 	m.leaseOK = m.messages.WithLabelValues("lease", "ok")
 	m.statusOK = m.messages.WithLabelValues("status", "ok")
@@ -41,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.statusUnavailable = m.messages.WithLabelValues("status", "unavailable")
 	m.leavingOK = m.messages.WithLabelValues("leaving", "ok")
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.streams, m.messages, m.validation, m.rejected} {
+		for _, c := range []prometheus.Collector{m.streams, m.messages, m.validation, m.rejected, m.detached} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

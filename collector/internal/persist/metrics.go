@@ -16,6 +16,8 @@ type metrics struct {
 	checkpoints  prometheus.Counter
 	regQueued    prometheus.Gauge
 	regInFlight  prometheus.Gauge
+	regYields    prometheus.Counter
+	timeouts     prometheus.Counter
 	pingFailures prometheus.Counter
 }
 
@@ -59,6 +61,14 @@ func newMetrics(reg prometheus.Registerer, table *live.Table) (*metrics, error) 
 			Name: "nodepulse_collector_registration_batches_in_flight",
 			Help: "Registration batches being read from or written to etcd (at most --registration.concurrency).",
 		}),
+		regYields: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodepulse_collector_registration_yields_total",
+			Help: "Times a registration batch waited because the status queue was more than half full (statuses of registered nodes go first).",
+		}),
+		timeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodepulse_collector_etcd_timeouts_total",
+			Help: "etcd reads and writes that missed their deadline (not counted as an outage: the availability pings decide).",
+		}),
 		pingFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nodepulse_collector_etcd_ping_failures_total",
 			Help: "Failed etcd availability pings (etcd is declared unavailable after --etcd.ping-failures in a row).",
@@ -69,7 +79,7 @@ func newMetrics(reg prometheus.Registerer, table *live.Table) (*metrics, error) 
 		Help: "Attached nodes whose latest acknowledged renewal is not yet in etcd (acknowledged-but-unpersisted backlog).",
 	}, func() float64 { return float64(table.Unpersisted()) })
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.txns, m.writeSeconds, m.batchOps, m.queued, m.available, m.ckPending, m.checkpoints, m.regQueued, m.regInFlight, m.pingFailures, unpersisted} {
+		for _, c := range []prometheus.Collector{m.txns, m.writeSeconds, m.batchOps, m.queued, m.available, m.ckPending, m.checkpoints, m.regQueued, m.regInFlight, m.regYields, m.timeouts, m.pingFailures, unpersisted} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

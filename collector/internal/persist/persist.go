@@ -34,6 +34,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nodepulse/nodepulse/collector/internal/live"
@@ -66,8 +68,15 @@ type Config struct {
 	// 100,000 nodes spreads over tens of seconds instead of hitting etcd at
 	// once (the feed carries liveness meanwhile).
 	CheckpointTxnPerSecond float64
-	// QueueSize bounds pending status writes and registrations.
+	// QueueSize bounds pending status writes.
 	QueueSize int
+	// RegisterQueueSize bounds registrations waiting for a worker. Short on
+	// purpose: a registration that waits holds its stream open, and a queue
+	// of many seconds only delays the refusal (with its RetryInfo) that
+	// spreads a fleet's retries.
+	RegisterQueueSize int
+	// StatusConcurrency: status batches in flight at once.
+	StatusConcurrency int
 	// RegisterConcurrency: registration batches in flight at once. Each
 	// batch is one read Txn and (for new nodes) one create Txn, so the
 	// registration rate is about RegisterConcurrency × batch size / (two
@@ -90,7 +99,9 @@ func DefaultConfig() Config {
 		CheckpointInterval:     5 * time.Minute,
 		CheckpointTxnPerSecond: 25,
 		QueueSize:              10000,
+		RegisterQueueSize:      2500,
 		RegisterConcurrency:    8,
+		StatusConcurrency:      4,
 		PingInterval:           time.Second,
 		PingFailures:           3,
 		RetryInterval:          2 * time.Second,
@@ -122,8 +133,8 @@ type Persister struct {
 
 	available   atomic.Bool
 	pingFails   atomic.Int32 // consecutive failed pings; reset by any answer
-	regDone     atomic.Int64 // registrations answered since the last rate tick
-	regRateBits atomic.Uint64
+	regRate     drainRate    // registrations answered per second
+	statusRate  drainRate    // status reports answered per second
 	downSinceNs atomic.Int64 // unix nanos of the first failure of the current outage; 0 when up
 	lastErr     atomic.Pointer[string]
 }
@@ -136,10 +147,13 @@ func New(cfg Config, store Store, table *live.Table, lg *zap.Logger, reg prometh
 	if cfg.RegisterConcurrency <= 0 {
 		cfg.RegisterConcurrency = 1
 	}
+	if cfg.StatusConcurrency <= 0 {
+		cfg.StatusConcurrency = 1
+	}
 	if cfg.PingFailures <= 0 {
 		cfg.PingFailures = 1
 	}
-	if cfg.CheckpointInterval <= 0 || cfg.CommitWindow < 0 || cfg.QueueSize <= 0 || cfg.CheckpointTxnPerSecond <= 0 {
+	if cfg.CheckpointInterval <= 0 || cfg.CommitWindow < 0 || cfg.QueueSize <= 0 || cfg.RegisterQueueSize <= 0 || cfg.CheckpointTxnPerSecond <= 0 {
 		return nil, fmt.Errorf("persist: invalid config %+v", cfg)
 	}
 	m, err := newMetrics(reg, table)
@@ -149,7 +163,7 @@ func New(cfg Config, store Store, table *live.Table, lg *zap.Logger, reg prometh
 	p := &Persister{
 		cfg: cfg, lg: lg.Named("persist"), store: store, table: table, m: m, now: time.Now,
 		statusQ: make(chan *statusReq, cfg.QueueSize),
-		regQ:    make(chan *regReq, cfg.QueueSize),
+		regQ:    make(chan *regReq, cfg.RegisterQueueSize),
 		ckWake:  make(chan struct{}, 1),
 	}
 	// Optimistic until the first ping says otherwise, so a collector that
@@ -164,9 +178,16 @@ func New(cfg Config, store Store, table *live.Table, lg *zap.Logger, reg prometh
 // write what is pending.
 func (p *Persister) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	for _, f := range []func(context.Context){p.statusLoop, p.checkpointLoop, p.pingLoop, p.rateLoop} {
+	for _, f := range []func(context.Context){p.checkpointLoop, p.pingLoop, p.rateLoop} {
 		wg.Add(1)
 		go func() { defer wg.Done(); f(ctx) }()
+	}
+	// Several status committers: a stream writes its next status only after
+	// the previous one committed, so one node is never in two batches and
+	// concurrent batches cannot reorder a node's statuses.
+	for range p.cfg.StatusConcurrency {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.statusLoop(ctx) }()
 	}
 	for range p.cfg.RegisterConcurrency {
 		wg.Add(1)
@@ -204,17 +225,34 @@ func (p *Persister) ReadyCheck() error {
 // are answers, so they count as success.
 func (p *Persister) observe(err error) {
 	if err == nil || errors.Is(err, nodestore.ErrConflict) || errors.Is(err, nodestore.ErrNotFound) {
-		p.pingFails.Store(0)
-		if !p.available.Swap(true) {
-			p.lg.Info("etcd available again", zap.Duration("outage", p.UnavailableFor()))
-		}
-		p.downSinceNs.Store(0)
-		p.m.available.Set(1)
+		p.markUp()
 		return
 	}
 	if errors.Is(err, context.Canceled) {
 		return
 	}
+	if timedOut(err) {
+		// A write or read that missed its deadline is not an outage: on a
+		// saturated box etcd still commits, late. Declaring etcd down on
+		// one late Txn refused every registration and status at once, and
+		// their retries kept the box saturated (a 100,000-node ramp never
+		// recovered). The pings decide: PingFailures in a row.
+		p.m.timeouts.Inc()
+		return
+	}
+	p.markDown(err)
+}
+
+func (p *Persister) markUp() {
+	p.pingFails.Store(0)
+	if !p.available.Swap(true) {
+		p.lg.Info("etcd available again", zap.Duration("outage", p.UnavailableFor()))
+	}
+	p.downSinceNs.Store(0)
+	p.m.available.Set(1)
+}
+
+func (p *Persister) markDown(err error) {
 	s := err.Error()
 	p.lastErr.Store(&s)
 	if p.available.Swap(false) {
@@ -257,8 +295,18 @@ func (p *Persister) observePing(err error) {
 			return
 		}
 		p.m.pingFailures.Inc()
+		p.markDown(err)
+		return
 	}
-	p.observe(err)
+	if err == nil {
+		p.markUp()
+	}
+}
+
+// timedOut reports whether err is a deadline, as a context error or as the
+// gRPC status etcd's client returns.
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded
 }
 
 // apply is store.Apply with metrics and availability bookkeeping.
@@ -348,6 +396,7 @@ func (p *Persister) commitStatuses(ctx context.Context, batch []*statusReq) {
 		p.lg.Warn("status batch failed", zap.Int("ops", len(ops)), zap.Error(err))
 		err = fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
+	p.statusRate.add(len(batch))
 	for _, r := range batch {
 		r.done <- err
 	}
@@ -412,6 +461,12 @@ func (p *Persister) Register(ctx context.Context, node *nodev1.Node) (Registered
 	}
 }
 
+// RegisterQueueFull reports whether a registration now would be refused
+// with ErrBusy, so that a stream can be refused before its Register is
+// even decoded: under a registration storm, refusing must cost less than
+// registering.
+func (p *Persister) RegisterQueueFull() bool { return len(p.regQ) >= cap(p.regQ) }
+
 // RegisterRetryAfter is how long a refused registration should wait: the
 // time the workers need to drain the queue as it is now, at the rate they
 // answered registrations over the last seconds. It grows with the queue, so
@@ -419,43 +474,71 @@ func (p *Persister) Register(ctx context.Context, node *nodev1.Node) (Registered
 // time the collector needs for the work already accepted, instead of
 // coming back at once and being refused again.
 func (p *Persister) RegisterRetryAfter() time.Duration {
-	depth := float64(len(p.regQ))
-	rate := math.Float64frombits(p.regRateBits.Load())
 	// Before the first measurement (a collector that just started, facing a
 	// fleet coming back at once) assume 100 registrations per worker per
 	// second — a batch of up to MaxOps/3 nodes per two etcd round trips
 	// easily does that. Assuming 10 (as before) sent the fleet refused in
 	// the first second away for the 30 s cap: the last nodes of a 30,000-node
 	// restart came back 46 s after the new collector started.
-	rate = max(rate, 100*float64(p.cfg.RegisterConcurrency))
-	d := time.Duration(depth / rate * float64(time.Second))
-	return min(max(d, time.Second), maxRegisterRetryAfter)
+	return retryAfter(len(p.regQ), p.regRate.perSecond(), 100*float64(p.cfg.RegisterConcurrency))
 }
 
-// maxRegisterRetryAfter caps the registration retry delay: the reporter
-// adds up to half again as jitter.
-const maxRegisterRetryAfter = 30 * time.Second
+// StatusRetryAfter is how long a refused status report should wait, on the
+// same reasoning as RegisterRetryAfter: the time the status committer needs
+// for what is queued. A fixed delay sent every status refused in one busy
+// second back in one later second, where the queue was still full of
+// registrations' statuses: a 100,000-node ramp received 689,144 status
+// reports for 100,000 nodes that way (docs/benchmarks.md).
+func (p *Persister) StatusRetryAfter() time.Duration {
+	// One committer, a batch of MaxOps per round trip: 1,000/s is a floor
+	// it meets even on a loaded etcd.
+	return retryAfter(len(p.statusQ), p.statusRate.perSecond(), 1000)
+}
 
-// rateLoop measures registrations answered per second, for
-// RegisterRetryAfter: the larger of the last second and an exponentially
-// weighted average, so the estimate catches up within a second when the
-// workers speed up (an underestimate sends refused nodes away for too long)
-// and does not drop to zero on one slow second.
+func retryAfter(depth int, rate, floorRate float64) time.Duration {
+	d := time.Duration(float64(depth) / max(rate, floorRate) * float64(time.Second))
+	return min(max(d, time.Second), maxRetryAfter)
+}
+
+// maxRetryAfter caps the retry delays: the reporter adds up to half again
+// as jitter.
+const maxRetryAfter = 30 * time.Second
+
+// drainRate measures requests answered per second: the larger of the last
+// second and an exponentially weighted average, so the estimate catches up
+// within a second when the workers speed up (an underestimate sends refused
+// nodes away for too long) and does not drop to zero on one slow second.
+type drainRate struct {
+	done atomic.Int64 // answered since the last tick
+	bits atomic.Uint64
+	avg  float64 // owned by the rate loop
+}
+
+func (r *drainRate) add(n int) { r.done.Add(int64(n)) }
+
+func (r *drainRate) perSecond() float64 { return math.Float64frombits(r.bits.Load()) }
+
+// tick closes one second; queued is the queue's depth now.
+func (r *drainRate) tick(queued int) {
+	done := float64(r.done.Swap(0))
+	if done > 0 || queued == 0 {
+		r.avg = 0.5*r.avg + 0.5*done
+	}
+	r.bits.Store(math.Float64bits(max(r.avg, done)))
+}
+
+// rateLoop ticks the drain rates once a second.
 func (p *Persister) rateLoop(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	rate := 0.0
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		done := float64(p.regDone.Swap(0))
-		if done > 0 || len(p.regQ) == 0 {
-			rate = 0.5*rate + 0.5*done
-		}
-		p.regRateBits.Store(math.Float64bits(max(rate, done)))
+		p.regRate.tick(len(p.regQ))
+		p.statusRate.tick(len(p.statusQ))
 		p.m.regQueued.Set(float64(len(p.regQ)))
 	}
 }
@@ -477,11 +560,33 @@ func (p *Persister) registerLoop(ctx context.Context) {
 			return
 		case first = <-p.regQ:
 		}
+		p.yieldToStatuses(ctx)
 		batch := collectBatch(ctx, p.regQ, first, per, p.cfg.CommitWindow)
 		p.m.regInFlight.Inc()
 		p.registerBatch(ctx, batch)
 		p.m.regInFlight.Dec()
-		p.regDone.Add(int64(len(batch)))
+		p.regRate.add(len(batch))
+	}
+}
+
+// yieldToStatuses holds a registration batch back while the status queue is
+// more than half full. A registered node's first status is what makes it
+// Ready; new registrations would add statuses faster than they commit and
+// get the queued ones refused. Held back, registrations queue instead, and
+// a full registration queue refuses newcomers with RegisterRetryAfter,
+// which waits for the nodes it cannot serve yet rather than failing the
+// ones it already has. Bounded, so registrations never stall for good.
+func (p *Persister) yieldToStatuses(ctx context.Context) {
+	for range 100 {
+		if len(p.statusQ) <= cap(p.statusQ)/2 {
+			return
+		}
+		p.m.regYields.Inc()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(p.cfg.CommitWindow + 5*time.Millisecond):
+		}
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/nodepulse/nodepulse/collector/internal/live"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
@@ -203,5 +205,90 @@ func TestOneSlowPingDoesNotFlipAvailability(t *testing.T) {
 	p.observe(errors.New("etcdserver: request timed out"))
 	if p.Available() {
 		t.Fatal("a failed write must declare etcd unavailable at once")
+	}
+}
+
+func TestWriteDeadlineIsNotAnOutage(t *testing.T) {
+	mem := memstore.New(memstore.Config{})
+	defer mem.Close()
+	cfg := DefaultConfig()
+	cfg.CollectorID = "c-test"
+	p, err := New(cfg, mem, live.New(1<<10), zap.NewNop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Late answers of a saturated etcd, as the client reports them.
+	for _, late := range []error{
+		fmt.Errorf("txn of 128 ops: %w", context.DeadlineExceeded),
+		status.Error(codes.DeadlineExceeded, "context deadline exceeded"),
+	} {
+		p.observe(late)
+		if !p.Available() {
+			t.Fatalf("a write that missed its deadline (%v) declared etcd unavailable", late)
+		}
+	}
+	// The pings still decide.
+	for range cfg.PingFailures {
+		p.observePing(fmt.Errorf("ping: %w", context.DeadlineExceeded))
+	}
+	if p.Available() {
+		t.Fatalf("still available after %d consecutive failed pings", cfg.PingFailures)
+	}
+}
+
+func TestStatusRetryAfterGrowsWithQueue(t *testing.T) {
+	mem := memstore.New(memstore.Config{})
+	defer mem.Close()
+	cfg := DefaultConfig()
+	cfg.CollectorID = "c-test"
+	p, err := New(cfg, mem, live.New(1<<10), zap.NewNop(), nil) // not running: nothing drains
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := p.StatusRetryAfter(); d != time.Second {
+		t.Fatalf("empty queue: retry after %s, want the 1s floor", d)
+	}
+	for range 5000 {
+		p.statusQ <- &statusReq{name: "n"}
+	}
+	// 5,000 queued at the assumed 1,000/s before any measurement.
+	if d := p.StatusRetryAfter(); d != 5*time.Second {
+		t.Fatalf("5,000 queued: retry after %s, want 5s", d)
+	}
+	// A measured faster drain shortens it.
+	p.statusRate.add(2500)
+	p.statusRate.tick(len(p.statusQ))
+	if d := p.StatusRetryAfter(); d != 2*time.Second {
+		t.Fatalf("5,000 queued at 2,500/s: retry after %s, want 2s", d)
+	}
+}
+
+func TestRegistrationsYieldToQueuedStatuses(t *testing.T) {
+	mem := memstore.New(memstore.Config{})
+	defer mem.Close()
+	cfg := DefaultConfig()
+	cfg.CollectorID = "c-test"
+	cfg.QueueSize = 10
+	p, err := New(cfg, mem, live.New(1<<10), zap.NewNop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 6 { // more than half of 10
+		p.statusQ <- &statusReq{name: "n"}
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); p.yieldToStatuses(context.Background()) }()
+	select {
+	case <-done:
+		t.Fatal("a registration batch went ahead of a status queue more than half full")
+	case <-time.After(50 * time.Millisecond):
+	}
+	for range 2 {
+		<-p.statusQ
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("registrations still held back with the status queue at half")
 	}
 }
