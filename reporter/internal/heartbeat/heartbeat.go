@@ -548,7 +548,9 @@ func (s *session) handle(resp *collectorv1.ReportResponse) (<-chan time.Time, er
 				zap.Stringer("code", codes.Code(e.GetCode())), zap.String("field", e.GetField()), zap.String("message", e.GetMessage()))
 		}
 		if ra := ack.GetRetryAfter(); ra != nil {
-			d := max(ra.AsDuration(), 0)
+			// Jittered like a refused registration: a collector that refuses
+			// many statuses at once must not get them all back at once.
+			d := retryJitter(max(ra.AsDuration(), 0))
 			c.lg.Info("collector asked to retry later", zap.String("kind", p.kind), zap.Duration("retry_after", d))
 			switch p.kind {
 			case "lease":

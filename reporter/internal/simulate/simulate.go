@@ -404,7 +404,11 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 				s.m.ackErrors.Inc()
 			}
 			if ra := a.GetRetryAfter(); ra != nil {
-				c.post(event{kind: evRetry, node: int32(i), gen: gen, after: ra.AsDuration()})
+				// Plus up to half again, as a reporter does
+				// (heartbeat.retryJitter): refusals of a busy second must
+				// not all come back in the same second.
+				d := max(ra.AsDuration(), 0)
+				c.post(event{kind: evRetry, node: int32(i), gen: gen, after: d + rand.N(d/2+1)})
 			}
 		case *collectorv1.ReportResponse_Command:
 			switch x := m.Command.GetCommand().(type) {
