@@ -393,6 +393,9 @@ func (c *Controller) viewLocked(e cache.Entry, cacheRev int64) view {
 	if p, ok := c.pending[e.Name]; ok {
 		if p.rev > cacheRev {
 			v.health, v.healthRev = p.h, p.rev
+			if p.h == nil {
+				v.healthRev = 0 // deleted: the next write creates it
+			}
 			v.Node = nodemodel.Merge(e.Meta, e.Status, p.h)
 		} else {
 			delete(c.pending, e.Name)
@@ -713,10 +716,15 @@ func cloneHealth(h *nodev1.NodeHealth, name string) *nodev1.NodeHealth {
 	return proto.CloneOf(h)
 }
 
+// healthEmpty: a record that says nothing, the same as no record.
+func healthEmpty(h *nodev1.NodeHealth) bool {
+	return len(h.GetConditionOverrides()) == 0 && len(h.GetTaints()) == 0 && h.GetRecoveryTime() == nil
+}
+
 // healthEqual compares what matters of two records (not who wrote them when).
 func healthEqual(a, b *nodev1.NodeHealth) bool {
 	if b == nil {
-		return len(a.GetConditionOverrides()) == 0 && len(a.GetTaints()) == 0 && a.GetRecoveryTime() == nil
+		return healthEmpty(a)
 	}
 	return proto.Equal(&nodev1.NodeHealth{ConditionOverrides: a.GetConditionOverrides(), Taints: a.GetTaints(), RecoveryTime: a.GetRecoveryTime()},
 		&nodev1.NodeHealth{ConditionOverrides: b.GetConditionOverrides(), Taints: b.GetTaints(), RecoveryTime: b.GetRecoveryTime()})
@@ -738,6 +746,17 @@ func (c *Controller) writeHealthLocked(ctx context.Context, writes []*healthWrit
 	now := nodemodel.Timestamp(c.cfg.Now())
 	ops := make([]nodestore.Op, len(writes))
 	for i, w := range writes {
+		if healthEmpty(w.h) && w.baseRev != 0 {
+			// Nothing to remember (no overrides, taints or recovery time):
+			// delete the record rather than keep an empty one. A missing
+			// record means exactly that, and at fleet scale the key costs
+			// more than its value (~135 B of etcd overhead per key; the
+			// ramp's not-ready taints otherwise leave 100,000 empty
+			// records behind).
+			w.h = nil
+			ops[i] = nodestore.Op{Kind: nodestore.Health, Name: w.name, IfModRevision: w.baseRev}
+			continue
+		}
 		w.h.NodeName, w.h.UpdateTime, w.h.Leader = w.name, now, c.cfg.Identity
 		ops[i] = nodestore.Op{Kind: nodestore.Health, Name: w.name, Value: w.h, IfModRevision: w.baseRev, IfAbsent: w.baseRev == 0}
 	}

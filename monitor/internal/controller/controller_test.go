@@ -459,3 +459,58 @@ func TestConditionTaintsFollowNodeUpdatesAtOnce(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// A record that ends up saying nothing (the taints are gone, nothing is
+// overridden) is deleted, not kept empty: at fleet scale the key costs more
+// than its value. The node is served the same either way.
+func TestEmptyHealthRecordIsDeleted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		f := newFleet(t, ctx)
+		f.addNode("n1", "z1")
+		ctl := f.controller("a")
+		go func() { _ = ctl.Run(ctx) }()
+		settle(time.Minute)
+
+		setPressure := func(s string) {
+			t.Helper()
+			st, err := f.store.Get(ctx, nodestore.Statuses, "n1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			status := st.Value.(*nodev1.NodeStatus)
+			nodemodel.FindCondition(status.Conditions, nodemodel.MemoryPressure).Status = s
+			if _, err := f.store.Apply(ctx, nil, nodestore.Put(nodestore.Statuses, "n1", status)); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+		}
+		setPressure(nodemodel.True)
+		if !f.hasTaint("n1", nodemodel.TaintMemoryPressure, nodemodel.NoSchedule) {
+			t.Fatalf("memory-pressure taint missing: %v", f.node("n1").GetSpec().GetTaints())
+		}
+		if _, err := f.store.Get(ctx, nodestore.Health, "n1"); err != nil {
+			t.Fatalf("health record with the taint: %v", err)
+		}
+		setPressure(nodemodel.False)
+		settle(10 * time.Second) // a pass or two
+		if f.hasTaint("n1", nodemodel.TaintMemoryPressure, nodemodel.NoSchedule) {
+			t.Fatal("memory-pressure taint still there after the pressure ended")
+		}
+		if o, err := f.store.Get(ctx, nodestore.Health, "n1"); !errors.Is(err, nodestore.ErrNotFound) {
+			t.Fatalf("health record after the last taint went: %v (err %v), want none", o.Value, err)
+		}
+		// And it comes back when there is something to say again.
+		setPressure(nodemodel.True)
+		settle(time.Second)
+		if !f.hasTaint("n1", nodemodel.TaintMemoryPressure, nodemodel.NoSchedule) {
+			t.Fatalf("memory-pressure taint not added again: %v", f.node("n1").GetSpec().GetTaints())
+		}
+		if _, err := f.store.Get(ctx, nodestore.Health, "n1"); err != nil {
+			t.Fatalf("health record with the taint again: %v", err)
+		}
+		cancel()
+		synctest.Wait()
+	})
+}
