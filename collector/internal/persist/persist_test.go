@@ -292,3 +292,47 @@ func TestRegistrationsYieldToQueuedStatuses(t *testing.T) {
 		t.Fatal("registrations still held back with the status queue at half")
 	}
 }
+
+func TestRegisterRetryAfterGrowsWhileRefusalsOutpaceRegistrations(t *testing.T) {
+	mem := memstore.New(memstore.Config{})
+	defer mem.Close()
+	cfg := DefaultConfig()
+	cfg.CollectorID = "c-test"
+	p, err := New(cfg, mem, live.New(1<<10), zap.NewNop(), nil) // not running: the test ticks
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := func(accepted, refused int) time.Duration {
+		p.regRate.add(accepted)
+		var d time.Duration
+		for range refused {
+			d = p.RegisterRetryAfter()
+		}
+		p.regRate.tick(0)
+		p.adaptRegisterHint()
+		return d
+	}
+	first := second(250, 0)
+	if first != 0 {
+		t.Fatalf("no refusal yet returned %s", first)
+	}
+	// A restart: 250 registrations a second go through, 6,700 are refused.
+	var last time.Duration
+	for i := range 5 {
+		d := second(250, 6700)
+		if i > 0 && d <= last && d < maxRetryAfter {
+			t.Fatalf("second %d: retry after %s, not longer than %s while refusals outpace registrations 27:1", i, d, last)
+		}
+		last = d
+	}
+	if last != maxRetryAfter {
+		t.Fatalf("retry after %s after five seconds at 27 refusals per registration, want the %s cap", last, maxRetryAfter)
+	}
+	// The crowd is in: no refusals, and the delay falls back.
+	for range 10 {
+		second(250, 0)
+	}
+	if d := p.RegisterRetryAfter(); d != time.Second {
+		t.Fatalf("after ten quiet seconds retry after %s, want the 1s floor", d)
+	}
+}
