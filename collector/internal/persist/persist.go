@@ -136,8 +136,6 @@ type Persister struct {
 	available   atomic.Bool
 	pingFails   atomic.Int32 // consecutive failed pings; reset by any answer
 	regRate     drainRate    // registrations answered per second
-	regRefused  atomic.Int64 // registrations refused since the last rate tick
-	regHint     atomic.Int64 // adaptive registration retry delay in ns (adaptRegisterHint)
 	statusRate  drainRate    // status reports answered per second
 	downSinceNs atomic.Int64 // unix nanos of the first failure of the current outage; 0 when up
 	lastErr     atomic.Pointer[string]
@@ -484,31 +482,7 @@ func (p *Persister) RegisterRetryAfter() time.Duration {
 	// easily does that. Assuming 10 (as before) sent the fleet refused in
 	// the first second away for the 30 s cap: the last nodes of a 30,000-node
 	// restart came back 46 s after the new collector started.
-	p.regRefused.Add(1)
-	d := retryAfter(len(p.regQ), p.regRate.perSecond(), 100*float64(p.cfg.RegisterConcurrency))
-	return min(max(d, time.Duration(p.regHint.Load())), maxRetryAfter)
-}
-
-// adaptRegisterHint runs once a second. The queue alone undercounts the
-// work waiting: every node refused is outside, coming back. When more were
-// turned away in the last second than the workers let in, the crowd
-// outside is growing; it holds about refused/s × the current delay nodes,
-// which need that many / rate seconds, so that is the next delay: each
-// node then retries about once instead of every few seconds. (A 90,000-node
-// collector restart on a saturated box was refused 6,700 times a second
-// with a 3 s delay while ~250 registrations a second went through, and the
-// refusals took the CPU the registrations needed.) Once refusals fall
-// below the rate the delay halves each second back to the queue's own.
-func (p *Persister) adaptRegisterHint() {
-	refused := float64(p.regRefused.Swap(0))
-	rate := max(p.regRate.perSecond(), 1)
-	hint := time.Duration(p.regHint.Load())
-	if refused > rate {
-		hint = min(time.Duration(refused/rate*float64(max(hint, time.Second))), maxRetryAfter)
-	} else {
-		hint /= 2
-	}
-	p.regHint.Store(int64(hint))
+	return retryAfter(len(p.regQ), p.regRate.perSecond(), 100*float64(p.cfg.RegisterConcurrency))
 }
 
 // StatusRetryAfter is how long a refused status report should wait, on the
@@ -567,7 +541,6 @@ func (p *Persister) rateLoop(ctx context.Context) {
 		}
 		p.regRate.tick(len(p.regQ))
 		p.statusRate.tick(len(p.statusQ))
-		p.adaptRegisterHint()
 		p.m.regQueued.Set(float64(len(p.regQ)))
 	}
 }

@@ -164,14 +164,7 @@ func TestRegisterRetryAfterGrowsWithQueue(t *testing.T) {
 }
 
 func TestOneSlowPingDoesNotFlipAvailability(t *testing.T) {
-	mem := memstore.New(memstore.Config{})
-	defer mem.Close()
-	cfg := DefaultConfig()
-	cfg.CollectorID = "c-test"
-	p, err := New(cfg, mem, live.New(1<<10), zap.NewNop(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, cfg := newIdle(t, nil)
 	slow := fmt.Errorf("ping: %w", context.DeadlineExceeded)
 	for round := range 3 {
 		// Up to PingFailures-1 failed pings in a row, then an answer: never
@@ -209,14 +202,7 @@ func TestOneSlowPingDoesNotFlipAvailability(t *testing.T) {
 }
 
 func TestWriteDeadlineIsNotAnOutage(t *testing.T) {
-	mem := memstore.New(memstore.Config{})
-	defer mem.Close()
-	cfg := DefaultConfig()
-	cfg.CollectorID = "c-test"
-	p, err := New(cfg, mem, live.New(1<<10), zap.NewNop(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, cfg := newIdle(t, nil)
 	// Late answers of a saturated etcd, as the client reports them.
 	for _, late := range []error{
 		fmt.Errorf("txn of 128 ops: %w", context.DeadlineExceeded),
@@ -237,14 +223,7 @@ func TestWriteDeadlineIsNotAnOutage(t *testing.T) {
 }
 
 func TestStatusRetryAfterGrowsWithQueue(t *testing.T) {
-	mem := memstore.New(memstore.Config{})
-	defer mem.Close()
-	cfg := DefaultConfig()
-	cfg.CollectorID = "c-test"
-	p, err := New(cfg, mem, live.New(1<<10), zap.NewNop(), nil) // not running: nothing drains
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, _ := newIdle(t, nil) // not running: nothing drains
 	if d := p.StatusRetryAfter(); d != time.Second {
 		t.Fatalf("empty queue: retry after %s, want the 1s floor", d)
 	}
@@ -264,15 +243,7 @@ func TestStatusRetryAfterGrowsWithQueue(t *testing.T) {
 }
 
 func TestRegistrationsYieldToQueuedStatuses(t *testing.T) {
-	mem := memstore.New(memstore.Config{})
-	defer mem.Close()
-	cfg := DefaultConfig()
-	cfg.CollectorID = "c-test"
-	cfg.QueueSize = 10
-	p, err := New(cfg, mem, live.New(1<<10), zap.NewNop(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, _ := newIdle(t, func(c *Config) { c.QueueSize = 10 })
 	for range 6 { // more than half of 10
 		p.statusQ <- &statusReq{name: "n"}
 	}
@@ -293,46 +264,20 @@ func TestRegistrationsYieldToQueuedStatuses(t *testing.T) {
 	}
 }
 
-func TestRegisterRetryAfterGrowsWhileRefusalsOutpaceRegistrations(t *testing.T) {
+// newIdle builds a Persister over a memstore without running it: tests
+// drive its queues and ticks themselves.
+func newIdle(t *testing.T, mutate func(*Config)) (*Persister, Config) {
+	t.Helper()
 	mem := memstore.New(memstore.Config{})
-	defer mem.Close()
+	t.Cleanup(func() { _ = mem.Close() })
 	cfg := DefaultConfig()
 	cfg.CollectorID = "c-test"
-	p, err := New(cfg, mem, live.New(1<<10), zap.NewNop(), nil) // not running: the test ticks
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	p, err := New(cfg, mem, live.New(1<<10), zap.NewNop(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second := func(accepted, refused int) time.Duration {
-		p.regRate.add(accepted)
-		var d time.Duration
-		for range refused {
-			d = p.RegisterRetryAfter()
-		}
-		p.regRate.tick(0)
-		p.adaptRegisterHint()
-		return d
-	}
-	first := second(250, 0)
-	if first != 0 {
-		t.Fatalf("no refusal yet returned %s", first)
-	}
-	// A restart: 250 registrations a second go through, 6,700 are refused.
-	var last time.Duration
-	for i := range 5 {
-		d := second(250, 6700)
-		if i > 0 && d <= last && d < maxRetryAfter {
-			t.Fatalf("second %d: retry after %s, not longer than %s while refusals outpace registrations 27:1", i, d, last)
-		}
-		last = d
-	}
-	if last != maxRetryAfter {
-		t.Fatalf("retry after %s after five seconds at 27 refusals per registration, want the %s cap", last, maxRetryAfter)
-	}
-	// The crowd is in: no refusals, and the delay falls back.
-	for range 10 {
-		second(250, 0)
-	}
-	if d := p.RegisterRetryAfter(); d != time.Second {
-		t.Fatalf("after ten quiet seconds retry after %s, want the 1s floor", d)
-	}
+	return p, cfg
 }
