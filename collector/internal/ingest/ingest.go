@@ -376,8 +376,10 @@ func (s *Server) serve(st *stream, timer *time.Timer) error {
 	if err2 != nil {
 		return err2
 	}
+	// Deferred, so a panic in the loop (recovered by the interceptor) still
+	// detaches the stream.
+	defer func() { s.detach(st, s.streamEnd(st, err)) }()
 	err = s.loop(st)
-	s.detach(st, s.streamEnd(st, err))
 	return err
 }
 

@@ -25,10 +25,24 @@ import (
 	"github.com/nodepulse/nodepulse/services/nodestore/memstore"
 )
 
-// countingStore counts Apply calls: the cost in etcd transactions.
+// countingStore counts Apply calls: the cost in etcd transactions. While
+// hold is set, reads wait for it to close: etcd round trips that take a
+// while.
 type countingStore struct {
 	nodestore.Store
 	applies atomic.Int64
+	hold    atomic.Pointer[chan struct{}]
+}
+
+func (c *countingStore) Get(ctx context.Context, k nodestore.Kind, name string) (nodestore.Object, error) {
+	if h := c.hold.Load(); h != nil {
+		select {
+		case <-*h:
+		case <-ctx.Done():
+			return nodestore.Object{}, ctx.Err()
+		}
+	}
+	return c.Store.Get(ctx, k, name)
 }
 
 func (c *countingStore) Apply(ctx context.Context, f *nodestore.Fence, ops ...nodestore.Op) (int64, error) {

@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -42,5 +43,57 @@ func TestRefusedRegisterCarriesRetryInfo(t *testing.T) {
 	}
 	if delay != 3*time.Second {
 		t.Fatalf("retry delay %s, want 3s (details %v)", delay, st.Details())
+	}
+}
+
+// While the registration queue is full a new stream is refused at once,
+// before its Register is read, with a RetryInfo delay; once the queue
+// drains, registrations go through again.
+func TestFullRegistrationQueueRefusesStreamsAtOnce(t *testing.T) {
+	h := newHarness(t, func(_ *Config, p *persist.Config) { p.RegisterQueueSize, p.RegisterConcurrency = 1, 1 })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hold := make(chan struct{})
+	h.store.hold.Store(&hold)
+	// The worker's batch waits in etcd; the next registration fills the
+	// one-place queue.
+	for i := 0; !h.p.RegisterQueueFull(); i++ {
+		if i == 50 {
+			t.Fatal("the registration queue never filled")
+		}
+		s, err := h.client.Report(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Send(register(fmt.Sprintf("node-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) // past the batch's commit window
+	}
+
+	s, err := h.client.Report(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Recv() // nothing sent: refused without reading a Register
+	st, _ := status.FromError(err)
+	if st.Code() != codes.ResourceExhausted {
+		t.Fatalf("stream opened on a full registration queue: %v", err)
+	}
+	var delay time.Duration
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			delay = ri.GetRetryDelay().AsDuration()
+		}
+	}
+	if delay < time.Second {
+		t.Fatalf("retry delay %s, want at least 1s (details %v)", delay, st.Details())
+	}
+
+	h.store.hold.Store(nil)
+	close(hold)
+	waitFor(t, func() bool { return !h.p.RegisterQueueFull() })
+	if _, ack := h.open(t, ctx, "node-c"); ack.GetError() != nil {
+		t.Fatalf("register after the queue drained: %v", ack.GetError())
 	}
 }
