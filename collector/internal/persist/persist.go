@@ -487,10 +487,8 @@ func (p *Persister) RegisterRetryAfter() time.Duration {
 
 // StatusRetryAfter is how long a refused status report should wait, on the
 // same reasoning as RegisterRetryAfter: the time the status committer needs
-// for what is queued. A fixed delay sent every status refused in one busy
-// second back in one later second, where the queue was still full of
-// registrations' statuses: a 100,000-node ramp received 689,144 status
-// reports for 100,000 nodes that way (docs/benchmarks.md).
+// for what is queued. A fixed delay sends every status refused in one busy
+// second back in one later second, which may be just as busy.
 func (p *Persister) StatusRetryAfter() time.Duration {
 	// One committer, a batch of MaxOps per round trip: 1,000/s is a floor
 	// it meets even on a loaded etcd.
