@@ -751,8 +751,8 @@ func (c *Controller) writeHealthLocked(ctx context.Context, writes []*healthWrit
 			// delete the record rather than keep an empty one. A missing
 			// record means exactly that, and at fleet scale the key costs
 			// more than its value (~135 B of etcd overhead per key; the
-			// ramp's not-ready taints otherwise leave 100,000 empty
-			// records behind).
+			// ramp's not-ready taints left 54,553 empty records behind at
+			// 100,000 nodes).
 			w.h = nil
 			ops[i] = nodestore.Op{Kind: nodestore.Health, Name: w.name, IfModRevision: w.baseRev}
 			continue
