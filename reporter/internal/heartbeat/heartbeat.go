@@ -242,9 +242,9 @@ func RetryDelay(err error) time.Duration {
 	return 0
 }
 
-// retryJitter is the collector's retry delay d plus up to half of it
+// RetryJitter is the collector's retry delay d plus up to half of it
 // again: a fleet refused at once comes back spread over d/2, not together.
-func retryJitter(d time.Duration) time.Duration {
+func RetryJitter(d time.Duration) time.Duration {
 	return d + rand.N(d/2+1)
 }
 
@@ -254,7 +254,7 @@ func retryJitter(d time.Duration) time.Duration {
 func ReconnectWait(backoff time.Duration, err error) time.Duration {
 	w := Jittered(backoff)
 	if d := RetryDelay(err); d > 0 {
-		w = max(w, retryJitter(d))
+		w = max(w, RetryJitter(d))
 	}
 	return w
 }
@@ -266,7 +266,7 @@ func WaitRetryDelay(ctx context.Context, err error) {
 	if d <= 0 {
 		return
 	}
-	t := time.NewTimer(retryJitter(d))
+	t := time.NewTimer(RetryJitter(d))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -550,7 +550,7 @@ func (s *session) handle(resp *collectorv1.ReportResponse) (<-chan time.Time, er
 		if ra := ack.GetRetryAfter(); ra != nil {
 			// Jittered like a refused registration: a collector that refuses
 			// many statuses at once must not get them all back at once.
-			d := retryJitter(max(ra.AsDuration(), 0))
+			d := RetryJitter(max(ra.AsDuration(), 0))
 			c.lg.Info("collector asked to retry later", zap.String("kind", p.kind), zap.Duration("retry_after", d))
 			switch p.kind {
 			case "lease":

@@ -404,11 +404,9 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 				s.m.ackErrors.Inc()
 			}
 			if ra := a.GetRetryAfter(); ra != nil {
-				// Plus up to half again, as a reporter does
-				// (heartbeat.retryJitter): refusals of a busy second must
-				// not all come back in the same second.
-				d := max(ra.AsDuration(), 0)
-				c.post(event{kind: evRetry, node: int32(i), gen: gen, after: d + rand.N(d/2+1)})
+				// Jittered as a reporter does: refusals of a busy second
+				// must not all come back in the same second.
+				c.post(event{kind: evRetry, node: int32(i), gen: gen, after: heartbeat.RetryJitter(max(ra.AsDuration(), 0))})
 			}
 		case *collectorv1.ReportResponse_Command:
 			switch x := m.Command.GetCommand().(type) {
