@@ -32,10 +32,13 @@ type countingStore struct {
 	nodestore.Store
 	applies atomic.Int64
 	hold    atomic.Pointer[chan struct{}]
+	held    atomic.Int32 // reads waiting on hold now
 }
 
 func (c *countingStore) Get(ctx context.Context, k nodestore.Kind, name string) (nodestore.Object, error) {
 	if h := c.hold.Load(); h != nil {
+		c.held.Add(1)
+		defer c.held.Add(-1)
 		select {
 		case <-*h:
 		case <-ctx.Done():

@@ -3,7 +3,6 @@ package ingest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -35,13 +34,7 @@ func TestRefusedRegisterCarriesRetryInfo(t *testing.T) {
 	if st.Code() != codes.Unavailable {
 		t.Fatalf("register during outage: %v", err)
 	}
-	var delay time.Duration
-	for _, d := range st.Details() {
-		if ri, ok := d.(*errdetails.RetryInfo); ok {
-			delay = ri.GetRetryDelay().AsDuration()
-		}
-	}
-	if delay != 3*time.Second {
+	if delay := retryDelay(st); delay != 3*time.Second {
 		t.Fatalf("retry delay %s, want 3s (details %v)", delay, st.Details())
 	}
 }
@@ -55,21 +48,22 @@ func TestFullRegistrationQueueRefusesStreamsAtOnce(t *testing.T) {
 	defer cancel()
 	hold := make(chan struct{})
 	h.store.hold.Store(&hold)
-	// The worker's batch waits in etcd; the next registration fills the
-	// one-place queue.
-	for i := 0; !h.p.RegisterQueueFull(); i++ {
-		if i == 50 {
-			t.Fatal("the registration queue never filled")
-		}
+	send := func(name string) {
+		t.Helper()
 		s, err := h.client.Report(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Send(register(fmt.Sprintf("node-%d", i))); err != nil {
+		if err := s.Send(register(name)); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond) // past the batch's commit window
 	}
+	// The only worker's batch waits in etcd; the next registration fills
+	// the one-place queue.
+	send("node-a")
+	waitFor(t, func() bool { return h.store.held.Load() > 0 })
+	send("node-b")
+	waitFor(t, h.p.RegisterQueueFull)
 
 	s, err := h.client.Report(ctx)
 	if err != nil {
@@ -80,13 +74,7 @@ func TestFullRegistrationQueueRefusesStreamsAtOnce(t *testing.T) {
 	if st.Code() != codes.ResourceExhausted {
 		t.Fatalf("stream opened on a full registration queue: %v", err)
 	}
-	var delay time.Duration
-	for _, d := range st.Details() {
-		if ri, ok := d.(*errdetails.RetryInfo); ok {
-			delay = ri.GetRetryDelay().AsDuration()
-		}
-	}
-	if delay < time.Second {
+	if delay := retryDelay(st); delay < time.Second {
 		t.Fatalf("retry delay %s, want at least 1s (details %v)", delay, st.Details())
 	}
 
@@ -96,4 +84,14 @@ func TestFullRegistrationQueueRefusesStreamsAtOnce(t *testing.T) {
 	if _, ack := h.open(t, ctx, "node-c"); ack.GetError() != nil {
 		t.Fatalf("register after the queue drained: %v", ack.GetError())
 	}
+}
+
+// retryDelay is the RetryInfo delay a status carries, 0 without one.
+func retryDelay(st *status.Status) time.Duration {
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri.GetRetryDelay().AsDuration()
+		}
+	}
+	return 0
 }

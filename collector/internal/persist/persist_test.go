@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -249,10 +250,12 @@ func TestRegistrationsYieldToQueuedStatuses(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); p.yieldToStatuses(context.Background()) }()
+	// It has waited once (the counter says so) and is still waiting.
+	waitUntil(t, "a registration batch yielding", func() bool { return testutil.ToFloat64(p.m.regYields) >= 1 })
 	select {
 	case <-done:
 		t.Fatal("a registration batch went ahead of a status queue more than half full")
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 	for range 2 {
 		<-p.statusQ
