@@ -38,7 +38,7 @@ type Store interface {
 }
 
 // Kinds the cache mirrors.
-var Kinds = []nodestore.Kind{nodestore.Nodes, nodestore.Statuses, nodestore.Leases, nodestore.Health, nodestore.Pods, nodestore.Events, nodestore.Collectors}
+var Kinds = []nodestore.Kind{nodestore.Nodes, nodestore.Statuses, nodestore.Leases, nodestore.Health, nodestore.Pods, nodestore.Events, nodestore.EventBatches, nodestore.Collectors}
 
 // Change types of node changes (the WatchNodes event types).
 const (
@@ -539,13 +539,17 @@ func (c *Cache) Collectors() map[string]*collectorv1.CollectorInfo {
 	return out
 }
 
-// Events returns the cached events, unsorted.
+// Events returns the cached events, stored one per key or in batches,
+// unsorted.
 func (c *Cache) Events() []*nodev1.Event {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	out := make([]*nodev1.Event, 0, len(c.objs[nodestore.Events]))
 	for _, o := range c.objs[nodestore.Events] {
 		out = append(out, o.Value.(*nodev1.Event))
+	}
+	for _, o := range c.objs[nodestore.EventBatches] {
+		out = append(out, o.Value.(*nodev1.EventBatch).GetEvents()...)
 	}
 	return out
 }

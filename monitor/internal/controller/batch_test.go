@@ -116,17 +116,33 @@ func TestPassBatchesWritesOverManyNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		settle(2 * DefaultEventFlushInterval)
-		evs, _, err := f.store.List(ctx, nodestore.Events, nodestore.ListOptions{})
+		batches, _, err := f.store.List(ctx, nodestore.EventBatches, nodestore.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(evs) != nodes {
-			t.Fatalf("%d events stored, want %d RegisteredNode", len(evs), nodes)
+		stored := map[string]bool{}
+		for _, o := range batches {
+			for _, ev := range o.Value.(*nodev1.EventBatch).GetEvents() {
+				if ev.GetReason() != "RegisteredNode" || stored[ev.GetInvolvedObject().GetName()] {
+					t.Fatalf("unexpected or repeated event in batch %s: %v", o.Name, ev)
+				}
+				stored[ev.GetInvolvedObject().GetName()] = true
+			}
 		}
-		n, _ := cs.count(nodestore.Events)
-		t.Logf("%d RegisteredNode events: %d Applies", nodes, n)
-		if n > maxTxns+1 {
-			t.Errorf("%d event Applies for %d events, want at most %d", n, nodes, maxTxns+1)
+		if len(stored) != nodes {
+			t.Fatalf("%d nodes have a stored event, want %d RegisteredNode", len(stored), nodes)
+		}
+		if got := len(f.cache.Events()); got != nodes {
+			t.Errorf("cache serves %d events, want %d", got, nodes)
+		}
+		maxBatches := (nodes + MaxEventsPerBatch - 1) / MaxEventsPerBatch
+		n, _ := cs.count(nodestore.EventBatches)
+		t.Logf("%d RegisteredNode events: %d Applies, %d keys", nodes, n, len(batches))
+		if n > maxBatches+1 || len(batches) != n {
+			t.Errorf("%d event Applies and %d keys for %d events, want one key per Apply and at most %d", n, len(batches), nodes, maxBatches+1)
+		}
+		if n, _ := cs.count(nodestore.Events); n != 0 {
+			t.Errorf("%d single-event Applies, want every node event in a batch", n)
 		}
 		if n, _ := cs.count(nodestore.Health); n != 0 {
 			t.Errorf("%d health Applies in a pass that changed nothing", n)

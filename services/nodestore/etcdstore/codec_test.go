@@ -44,6 +44,13 @@ func samples(t testing.TB, k nodestore.Kind) []proto.Message {
 		}
 	case nodestore.Collectors:
 		return []proto.Message{&collectorv1.CollectorInfo{Id: "vm-345ce64a", FeedAddress: "127.0.0.1:59090", Version: "dev"}}
+	case nodestore.EventBatches:
+		// Batches as the monitor writes them: the recorded events, in order.
+		var evs []*nodev1.Event
+		for _, m := range samples(t, nodestore.Events) {
+			evs = append(evs, m.(*nodev1.Event))
+		}
+		return []proto.Message{&nodev1.EventBatch{Events: evs}, &nodev1.EventBatch{Events: evs[:10]}, &nodev1.EventBatch{Events: evs[:1]}}
 	}
 	f, err := os.Open("testdata/sim-" + string(k) + ".jsonl")
 	if err != nil {
@@ -129,7 +136,7 @@ func TestEveryDictionaryVersionDecodes(t *testing.T) {
 			plain, _ := proto.Marshal(m)
 			var b bytes.Buffer
 			b.Write([]byte{compressedMarker, v})
-			w, err := flate.NewWriterDict(&b, flate.DefaultCompression, []byte(set[k]))
+			w, err := flate.NewWriterDict(&b, flate.DefaultCompression, []byte(set[dictionaryKind(k)]))
 			if err != nil {
 				t.Fatal(err)
 			}

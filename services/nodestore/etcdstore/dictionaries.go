@@ -41,7 +41,17 @@ func dictionary(v byte, k nodestore.Kind) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	return set[k], true
+	return set[dictionaryKind(k)], true
 }
 
-func dictionaryOf(v byte, k nodestore.Kind) string { return dictionarySets[v][k] }
+func dictionaryOf(v byte, k nodestore.Kind) string { return dictionarySets[v][dictionaryKind(k)] }
+
+// dictionaryKind is the kind whose dictionary k uses: a batch of events is
+// events, so it shares their dictionary in every version (a batch added no
+// set of its own, and every set that has events serves batches too).
+func dictionaryKind(k nodestore.Kind) nodestore.Kind {
+	if k == nodestore.EventBatches {
+		return nodestore.Events
+	}
+	return k
+}

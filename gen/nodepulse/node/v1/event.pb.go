@@ -142,6 +142,57 @@ func (x *Event) GetCount() int32 {
 	return 0
 }
 
+// EventBatch is how the monitor leader stores the node events it records
+// together: one store key per batch (kind "eventbatches"), not one per event.
+// At 100,000 nodes the RegisteredNode events alone were 100,000 keys, and
+// etcd spends about as much per key as the compressed event itself; events
+// of one batch also compress against each other. Readers expand a batch into
+// its events; the API never returns a batch.
+type EventBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Events in the order they were recorded.
+	Events        []*Event `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventBatch) Reset() {
+	*x = EventBatch{}
+	mi := &file_nodepulse_node_v1_event_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventBatch) ProtoMessage() {}
+
+func (x *EventBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_node_v1_event_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventBatch.ProtoReflect.Descriptor instead.
+func (*EventBatch) Descriptor() ([]byte, []int) {
+	return file_nodepulse_node_v1_event_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *EventBatch) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 // ObjectReference points at another object.
 type ObjectReference struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -159,7 +210,7 @@ type ObjectReference struct {
 
 func (x *ObjectReference) Reset() {
 	*x = ObjectReference{}
-	mi := &file_nodepulse_node_v1_event_proto_msgTypes[1]
+	mi := &file_nodepulse_node_v1_event_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -171,7 +222,7 @@ func (x *ObjectReference) String() string {
 func (*ObjectReference) ProtoMessage() {}
 
 func (x *ObjectReference) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_node_v1_event_proto_msgTypes[1]
+	mi := &file_nodepulse_node_v1_event_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -184,7 +235,7 @@ func (x *ObjectReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectReference.ProtoReflect.Descriptor instead.
 func (*ObjectReference) Descriptor() ([]byte, []int) {
-	return file_nodepulse_node_v1_event_proto_rawDescGZIP(), []int{1}
+	return file_nodepulse_node_v1_event_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ObjectReference) GetKind() string {
@@ -229,7 +280,10 @@ const file_nodepulse_node_v1_event_proto_rawDesc = "" +
 	"\x06source\x18\x06 \x01(\tR\x06source\x12C\n" +
 	"\x0ffirst_timestamp\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x0efirstTimestamp\x12A\n" +
 	"\x0elast_timestamp\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\rlastTimestamp\x12\x14\n" +
-	"\x05count\x18\t \x01(\x05R\x05count\"i\n" +
+	"\x05count\x18\t \x01(\x05R\x05count\">\n" +
+	"\n" +
+	"EventBatch\x120\n" +
+	"\x06events\x18\x01 \x03(\v2\x18.nodepulse.node.v1.EventR\x06events\"i\n" +
 	"\x0fObjectReference\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -250,23 +304,25 @@ func file_nodepulse_node_v1_event_proto_rawDescGZIP() []byte {
 	return file_nodepulse_node_v1_event_proto_rawDescData
 }
 
-var file_nodepulse_node_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_nodepulse_node_v1_event_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_nodepulse_node_v1_event_proto_goTypes = []any{
 	(*Event)(nil),                 // 0: nodepulse.node.v1.Event
-	(*ObjectReference)(nil),       // 1: nodepulse.node.v1.ObjectReference
-	(*ObjectMeta)(nil),            // 2: nodepulse.node.v1.ObjectMeta
-	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
+	(*EventBatch)(nil),            // 1: nodepulse.node.v1.EventBatch
+	(*ObjectReference)(nil),       // 2: nodepulse.node.v1.ObjectReference
+	(*ObjectMeta)(nil),            // 3: nodepulse.node.v1.ObjectMeta
+	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
 }
 var file_nodepulse_node_v1_event_proto_depIdxs = []int32{
-	2, // 0: nodepulse.node.v1.Event.metadata:type_name -> nodepulse.node.v1.ObjectMeta
-	1, // 1: nodepulse.node.v1.Event.involved_object:type_name -> nodepulse.node.v1.ObjectReference
-	3, // 2: nodepulse.node.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
-	3, // 3: nodepulse.node.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	3, // 0: nodepulse.node.v1.Event.metadata:type_name -> nodepulse.node.v1.ObjectMeta
+	2, // 1: nodepulse.node.v1.Event.involved_object:type_name -> nodepulse.node.v1.ObjectReference
+	4, // 2: nodepulse.node.v1.Event.first_timestamp:type_name -> google.protobuf.Timestamp
+	4, // 3: nodepulse.node.v1.Event.last_timestamp:type_name -> google.protobuf.Timestamp
+	0, // 4: nodepulse.node.v1.EventBatch.events:type_name -> nodepulse.node.v1.Event
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_nodepulse_node_v1_event_proto_init() }
@@ -281,7 +337,7 @@ func file_nodepulse_node_v1_event_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodepulse_node_v1_event_proto_rawDesc), len(file_nodepulse_node_v1_event_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
