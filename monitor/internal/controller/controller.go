@@ -616,7 +616,7 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 	res := lifecycle.Evaluate(c.cfg.Lifecycle, now, rec, lifecycle.Input{
 		Node: v.Node, Reported: v.Status, Overrides: v.health.GetConditionOverrides(),
 		LeaseRenew: leaseRenew, LeaseObservedAt: leaseObservedAt, FeedRenewals: lv.Renewals, FeedObservedAt: lv.ObservedAt, GraceEpoch: c.epoch + lv.Epoch,
-		FreshSince: c.leaderSince, Paused: lv.Paused,
+		FreshSince: c.leaderSince, Paused: lv.Paused, FeedBlind: lv.Blind,
 	})
 	if rec.LeaseRenew.After(before) && !before.IsZero() {
 		c.lastLease = now

@@ -85,6 +85,12 @@ func (c *Controller) Sweep(ctx context.Context) error {
 	var writes []*healthWrite
 	var pods []podCheck
 	for _, name := range due {
+		if c.live.Node(name).Paused {
+			// Its feed is stale: judging would only hold it (and a
+			// long stall would make every node due on every sweep).
+			// The first sweep after the feed resumes judges it.
+			continue
+		}
 		e, ok := c.cache.Entry(name)
 		if !ok {
 			continue // deleted: the next pass forgets it

@@ -44,6 +44,7 @@ type sim struct {
 	feedAt    time.Time
 	epoch     uint64
 	paused    bool
+	blind     time.Duration
 	fresh     time.Time
 }
 
@@ -51,6 +52,7 @@ func (s *sim) at(now time.Time) Result {
 	r := Evaluate(s.cfg, now, &s.rec, Input{
 		Node: nodeWith(s.st, s.overrides), Reported: s.st, Overrides: s.overrides,
 		LeaseRenew: s.lease, LeaseObservedAt: s.leaseAt, FeedRenewals: s.feed, FeedObservedAt: s.feedAt, GraceEpoch: s.epoch, Paused: s.paused, FreshSince: s.fresh,
+		FeedBlind: s.blind,
 	})
 	s.overrides = r.Overrides
 	return r
@@ -236,14 +238,64 @@ func TestPausedNeverMarks(t *testing.T) {
 			t.Fatalf("marked while paused at %s", d)
 		}
 	}
-	// After the pause, a full grace period from its end.
-	s.paused = false
+	// The feed resumes after a 5-minute gap: the node's clock stood still
+	// for it, so it has the whole grace period from the gap's end (the
+	// probe never moves past now).
+	s.paused, s.blind = false, 5*time.Minute
 	end := t0.Add(5 * time.Minute)
 	if r := s.at(end.Add(cfg.GracePeriod - 5*time.Second)); r.Changed {
 		t.Fatal("marked within grace after pause")
 	}
 	if r := s.at(end.Add(cfg.GracePeriod + 5*time.Second)); !r.Changed {
 		t.Fatal("not marked after grace following pause")
+	}
+}
+
+// A short stale gap of the feed while a node is dead delays its marking by
+// the gap, not by a grace period: the node's clock stops only while the
+// monitor was blind.
+func TestBlindGapStopsTheClockForItsLength(t *testing.T) {
+	cfg := DefaultConfig()
+	gap := 3 * time.Second
+	s := &sim{cfg: cfg, st: reported(nodemodel.True, t0), feed: 1, feedAt: t0}
+	s.at(t0)
+	s.feed, s.feedAt = 2, t0.Add(5*time.Second) // the node's last renewal
+	s.at(t0.Add(5 * time.Second))
+	last := t0.Add(5 * time.Second)
+	// 10 s later the feed stalls; passes and sweeps during the gap hold.
+	s.paused = true
+	for d := 15 * time.Second; d <= 18*time.Second; d += time.Second {
+		if r := s.at(t0.Add(d)); r.Changed {
+			t.Fatalf("marked while paused at %s", d)
+		}
+	}
+	// The feed resumes; the tracker counted the gap.
+	s.paused, s.blind = false, gap
+	if r := s.at(t0.Add(19 * time.Second)); r.Changed {
+		t.Fatal("marked right after the gap")
+	}
+	if r := s.at(last.Add(cfg.GracePeriod + gap)); r.Changed {
+		t.Fatal("marked before probe + grace + gap")
+	}
+	if r := s.at(last.Add(cfg.GracePeriod + gap + time.Millisecond)); !r.Changed {
+		t.Fatal("not marked just after probe + grace + gap: the gap was not its length")
+	}
+}
+
+// Past its deadline while paused, a node is marked as soon as the feed is
+// back without any gap to give back (the pause was the tail of a gap that
+// is already counted, or another reason).
+func TestPausedPastDeadlineMarkedWhenResumed(t *testing.T) {
+	cfg := DefaultConfig()
+	s := &sim{cfg: cfg, st: reported(nodemodel.True, t0)}
+	s.at(t0)
+	s.paused = true
+	if r := s.at(t0.Add(cfg.GracePeriod + time.Second)); r.Changed {
+		t.Fatal("marked while paused")
+	}
+	s.paused = false
+	if r := s.at(t0.Add(cfg.GracePeriod + 2*time.Second)); !r.Changed {
+		t.Fatal("not marked once resumed")
 	}
 }
 

@@ -4,8 +4,10 @@
 // heartbeat of its node on the monitor's own clock. It also tells the
 // controller when it must not judge a node: while the feed of the collector
 // the node was last seen on is stale (the monitor cannot see renewals it may
-// be missing), and it grants a fresh grace period to the nodes of a
-// collector that vanished (they are reconnecting to another one).
+// be missing). It counts how long the monitor was blind to each node, so
+// the controller can stop the node's clock for exactly that long instead of
+// restarting its grace period, and it grants a fresh grace period to the
+// nodes of a collector that vanished (they are reconnecting to another one).
 package liveness
 
 import (
@@ -62,6 +64,11 @@ type Node struct {
 	Epoch uint64
 	// Paused: the node's collector feed is stale.
 	Paused bool
+	// Blind is the total time the monitor was blind to the node's feeds:
+	// every gap between two batches of the feed the node was attached to
+	// that made the feed stale, counted in full when the feed resumed. It
+	// only grows; a gap still open is not in it yet (Paused covers that).
+	Blind time.Duration
 }
 
 // FeedState describes one followed feed.
@@ -80,6 +87,8 @@ type feed struct {
 	lastBatch time.Time
 	interval  time.Duration
 	connected bool
+	// blind: the sum of this feed's stale gaps so far (see Node.Blind).
+	blind time.Duration
 }
 
 type node struct {
@@ -91,6 +100,11 @@ type node struct {
 	// is not attached anywhere ("" once attached again).
 	detachedFrom string
 	epoch        uint64
+	// blind is what Node.Blind was when the node last changed feeds;
+	// blindBase the current feed's blind counter at that moment. The
+	// node's total is blind + (feed.blind - blindBase): O(1) per gap, not
+	// a walk over the fleet.
+	blind, blindBase time.Duration
 }
 
 // Tracker follows the feeds.
@@ -182,7 +196,6 @@ func (t *Tracker) reconcile(ctx context.Context) {
 			continue
 		}
 		f.cancel()
-		delete(t.feeds, id)
 		// Its nodes are reconnecting elsewhere: give them a fresh grace
 		// period rather than judging them on a renewal gap they did not cause.
 		n := 0
@@ -192,11 +205,13 @@ func (t *Tracker) reconcile(ctx context.Context) {
 		// the gap is the rollout's, not theirs.
 		for _, nd := range t.nodes {
 			if nd.collector == id || nd.collector == "" && nd.detachedFrom == id {
-				nd.collector, nd.detachedFrom = "", ""
+				t.attachLocked(nd, "")
+				nd.detachedFrom = ""
 				nd.epoch++
 				n++
 			}
 		}
+		delete(t.feeds, id) // after its nodes settled their blind time on it
 		t.lg.Info("collector gone; its nodes get a fresh grace period", zap.String("collector", id), zap.Int("nodes", n))
 	}
 	for id, info := range want {
@@ -270,6 +285,11 @@ func (t *Tracker) batch(id string, f *feed, b *collectorv1.WatchLivenessResponse
 	if t.feeds[id] != f {
 		return // the collector was removed meanwhile
 	}
+	if gap := now.Sub(f.lastBatch); t.staleLocked(f, now) {
+		// The monitor could not see this feed's renewals for the whole
+		// gap, not just past the stale bound: its nodes get it back.
+		f.blind += gap
+	}
 	f.lastBatch, f.connected = now, true
 	if d := b.GetHeartbeatInterval().AsDuration(); d > 0 {
 		f.interval = d
@@ -286,7 +306,8 @@ func (t *Tracker) batch(id string, f *feed, b *collectorv1.WatchLivenessResponse
 		}
 		switch ev.GetKind() {
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_ATTACHED, collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_RENEWED:
-			nd.collector, nd.detachedFrom = id, ""
+			t.attachLocked(nd, id)
+			nd.detachedFrom = ""
 			rt := ev.GetRenewTime().AsTime()
 			// A snapshot repeats renewals already seen; only a renewal whose
 			// renewTime advanced (or a new attach) is fresh evidence.
@@ -305,10 +326,32 @@ func (t *Tracker) batch(id string, f *feed, b *collectorv1.WatchLivenessResponse
 			nd.observedAt = now
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_DETACHED, collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_LEAVING:
 			if nd.collector == id {
-				nd.collector, nd.detachedFrom = "", id
+				t.attachLocked(nd, "")
+				nd.detachedFrom = id
 			}
 		}
 	}
+}
+
+// attachLocked moves nd to the feed of collector id ("": none), keeping
+// its blind total: what it accrued on the old feed is settled first.
+func (t *Tracker) attachLocked(nd *node, id string) {
+	if nd.collector == id {
+		return
+	}
+	nd.blind = t.blindLocked(nd)
+	nd.collector, nd.blindBase = id, 0
+	if f := t.feeds[id]; f != nil {
+		nd.blindBase = f.blind
+	}
+}
+
+// blindLocked is nd's Node.Blind.
+func (t *Tracker) blindLocked(nd *node) time.Duration {
+	if f := t.feeds[nd.collector]; f != nil && f.blind > nd.blindBase {
+		return nd.blind + f.blind - nd.blindBase
+	}
+	return nd.blind
 }
 
 func (t *Tracker) staleLocked(f *feed, now time.Time) bool {
@@ -324,7 +367,8 @@ func (t *Tracker) Node(name string) Node {
 	if nd == nil {
 		return Node{}
 	}
-	out := Node{Renewals: nd.renewals, RenewTime: nd.renewTime, ObservedAt: nd.observedAt, Collector: nd.collector, Epoch: nd.epoch}
+	out := Node{Renewals: nd.renewals, RenewTime: nd.renewTime, ObservedAt: nd.observedAt, Collector: nd.collector, Epoch: nd.epoch,
+		Blind: t.blindLocked(nd)}
 	if f := t.feeds[nd.collector]; f != nil && t.staleLocked(f, now) {
 		out.Paused = true
 	}

@@ -208,3 +208,57 @@ func TestTrackerFollowsFeed(t *testing.T) {
 		t.Fatal("no feeds followed must not count as all stale")
 	}
 }
+
+// Blind time: a gap between two batches of a feed that made it stale
+// counts in full (from the batch before it), a shorter one not at all, and
+// a node keeps what it accrued when it moves to another collector's feed.
+func TestBlindTimeCountsStaleGapsPerNode(t *testing.T) {
+	clk := &clock{t: time.Unix(1_000_000, 0)}
+	tr, err := New(Config{StaleBatches: 3, DefaultHeartbeat: time.Second, Now: clk.now}, &source{changed: make(chan struct{})}, zap.NewNop(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := &feed{lastBatch: clk.now(), interval: time.Second}, &feed{lastBatch: clk.now(), interval: time.Second}
+	tr.feeds["a"], tr.feeds["b"] = a, b
+	renew := func(f *feed, id, node string) {
+		tr.batch(id, f, &collectorv1.WatchLivenessResponse{Events: []*collectorv1.LivenessEvent{{
+			NodeName: node, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_RENEWED, RenewTime: nodemodel.Timestamp(clk.now())}}})
+	}
+	beat := func(f *feed, id string) { tr.batch(id, f, &collectorv1.WatchLivenessResponse{}) }
+	blind := func(node string) time.Duration { return tr.Node(node).Blind }
+
+	renew(a, "a", "n1")
+	renew(b, "b", "n2")
+	clk.add(2900 * time.Millisecond) // within the stale bound (3 s): not blind
+	beat(a, "a")
+	beat(b, "b")
+	if blind("n1") != 0 || blind("n2") != 0 {
+		t.Fatalf("a gap within the stale bound counted: %s %s", blind("n1"), blind("n2"))
+	}
+	// Feed a stalls for 5 s while b keeps sending.
+	clk.add(2500 * time.Millisecond)
+	beat(b, "b")
+	clk.add(2500 * time.Millisecond)
+	if !tr.Node("n1").Paused || tr.Node("n2").Paused {
+		t.Fatal("only n1's feed is stale")
+	}
+	beat(b, "b")
+	beat(a, "a")
+	if got := blind("n1"); got != 5*time.Second {
+		t.Fatalf("n1 blind %s after a 5 s stall of its feed, want 5s", got)
+	}
+	if tr.Node("n1").Paused || blind("n2") != 0 {
+		t.Fatalf("n1 still paused or n2 blind (%s) after a stall of another feed", blind("n2"))
+	}
+	// n1 moves to feed b: it keeps its 5 s and does not inherit b's history.
+	clk.add(time.Second)
+	renew(b, "b", "n1")
+	if got := blind("n1"); got != 5*time.Second {
+		t.Fatalf("n1 blind %s after moving to feed b, want 5s", got)
+	}
+	clk.add(4 * time.Second) // b stalls 4 s
+	beat(b, "b")
+	if blind("n1") != 9*time.Second || blind("n2") != 4*time.Second {
+		t.Fatalf("after b stalled 4 s: n1 %s (want 9s), n2 %s (want 4s)", blind("n1"), blind("n2"))
+	}
+}
