@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
@@ -32,6 +33,7 @@ import (
 	"github.com/nodepulse/nodepulse/services/admin"
 	"github.com/nodepulse/nodepulse/services/flagenv"
 	"github.com/nodepulse/nodepulse/services/grpcclient"
+	"github.com/nodepulse/nodepulse/services/identity"
 	"github.com/nodepulse/nodepulse/services/logging"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/run"
@@ -122,7 +124,12 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	}
 	a.conn = conn
 	client := collectorv1.NewCollectorServiceClient(conn)
-	dial := func(ctx context.Context) (heartbeat.Stream, error) { return client.Report(ctx) }
+	// The node's name travels in the stream's metadata too, so a collector
+	// that must refuse the stream before reading its Register can still
+	// tell the monitors this node is alive (identity.NodeMetadata).
+	dial := func(ctx context.Context) (heartbeat.Stream, error) {
+		return client.Report(metadata.AppendToOutgoingContext(ctx, identity.NodeMetadata, cfg.NodeName))
+	}
 
 	ad, err := admin.New(cfg.Admin, lg, reg)
 	if err != nil {

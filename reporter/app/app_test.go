@@ -18,6 +18,7 @@ import (
 	"github.com/nodepulse/nodepulse/reporter/internal/collectortest"
 	"github.com/nodepulse/nodepulse/reporter/internal/probe"
 	"github.com/nodepulse/nodepulse/services/admin"
+	"github.com/nodepulse/nodepulse/services/identity"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 
@@ -76,6 +77,9 @@ func TestRegisterLeaseStatusThenFailover(t *testing.T) {
 	}
 	n, _ := first.Node("node-a")
 	reg := n.Register
+	if n.Named != "node-a" {
+		t.Errorf("stream metadata %s = %q, want the node's name", identity.NodeMetadata, n.Named)
+	}
 	for k, v := range map[string]string{nodemodel.LabelHostname: "node-a", nodemodel.LabelOS: runtime.GOOS, nodemodel.LabelZone: "z1", nodemodel.LabelRegion: "r1"} {
 		if reg.GetLabels()[k] != v {
 			t.Errorf("label %s = %q, want %q", k, reg.GetLabels()[k], v)

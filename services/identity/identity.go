@@ -20,6 +20,12 @@ import (
 	"google.golang.org/grpc/peer"
 )
 
+// NodeMetadata is the request metadata key in which a reporter names the
+// node of its Report stream, so a collector that refuses the stream before
+// reading its Register can still vouch that the node's reporter is alive
+// (only when the caller is authorized for that name).
+const NodeMetadata = "nodepulse-node"
+
 // Role of a caller.
 type Role string
 

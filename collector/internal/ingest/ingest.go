@@ -34,6 +34,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -255,6 +256,7 @@ func (s *Server) Report(srv collectorv1.CollectorService_ReportServer) error {
 		// the CPU the accepted ones and the heartbeats need.
 		s.m.rejected.WithLabelValues("registration_queue_full").Inc()
 		s.refusals.note(persist.ErrBusy)
+		s.waiting(srv.Context(), "")
 		return withRetryAfter(status.New(codes.ResourceExhausted, "registration queue full: retry after the retry delay (RetryInfo) with jitter"),
 			s.p.RegisterRetryAfter())
 	}
@@ -421,6 +423,7 @@ func (s *Server) register(st *stream, m *collectorv1.ReportRequest) error {
 		// Refusals come in storms; one summary line per interval, not
 		// one line per refused stream.
 		s.refusals.note(err)
+		s.waiting(ctx, name)
 		if errors.Is(err, persist.ErrBusy) {
 			return withRetryAfter(status.New(codes.ResourceExhausted, "registration queue full: retry after the retry delay (RetryInfo) with jitter"),
 				s.p.RegisterRetryAfter())
@@ -513,6 +516,26 @@ func (r *refusalLog) flush(lg *zap.Logger) {
 		fields = append(fields, zap.Duration("over", time.Since(since).Round(time.Second)))
 	}
 	lg.Warn("registrations refused", fields...)
+}
+
+// waiting tells the monitors that a refused stream's node is alive (a
+// WAITING feed event): by name, when the Register was read (and
+// authorized), else by the name the reporter put in the stream's metadata
+// (identity.NodeMetadata), when the caller may report for it. Refusing a
+// reporter for want of capacity must not make its node look dead: after a
+// collector restart, 100,000 reporters reconnect at once and the last of
+// them register minutes later, well past the grace period.
+func (s *Server) waiting(ctx context.Context, name string) {
+	if name == "" {
+		md, _ := metadata.FromIncomingContext(ctx)
+		v := md.Get(identity.NodeMetadata)
+		if len(v) != 1 || validation.NodeName("metadata."+identity.NodeMetadata, v[0]) != nil || s.authorize(ctx, v[0]) != nil {
+			return
+		}
+		name = v[0]
+	}
+	s.table.Waiting(name)
+	s.m.waiting.Inc()
 }
 
 func (s *Server) authorize(ctx context.Context, name string) error {

@@ -11,6 +11,7 @@ type metrics struct {
 	validation *prometheus.CounterVec
 	rejected   *prometheus.CounterVec
 	detached   *prometheus.CounterVec
+	waiting    prometheus.Counter
 
 	// Children resolved once: the per-message path does no label lookup.
 	leaseOK, statusOK, statusUnchanged, statusBusy, statusUnavailable, leavingOK prometheus.Counter
@@ -38,6 +39,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "nodepulse_collector_streams_detached_total",
 			Help: "Registered Report streams that ended, by gRPC code of what ended them (OK: the reporter closed its side; Canceled: the reporter or its connection went away; Aborted: superseded by a newer stream).",
 		}, []string{"code"}),
+		waiting: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodepulse_collector_waiting_total",
+			Help: "Refused registrations whose node was still reported alive to the monitors (WAITING feed events): the reporter named and authorized for the node, told to retry later.",
+		}),
 	}
 	m.leaseOK = m.messages.WithLabelValues("lease", "ok")
 	m.statusOK = m.messages.WithLabelValues("status", "ok")
@@ -46,7 +51,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.statusUnavailable = m.messages.WithLabelValues("status", "unavailable")
 	m.leavingOK = m.messages.WithLabelValues("leaving", "ok")
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.streams, m.messages, m.validation, m.rejected, m.detached} {
+		for _, c := range []prometheus.Collector{m.streams, m.messages, m.validation, m.rejected, m.detached, m.waiting} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -8,9 +8,12 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/nodepulse/nodepulse/collector/internal/persist"
+	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
+	"github.com/nodepulse/nodepulse/services/identity"
 )
 
 // A refused Register ends the stream with a status that carries a retry
@@ -65,17 +68,55 @@ func TestFullRegistrationQueueRefusesStreamsAtOnce(t *testing.T) {
 	send("node-b")
 	waitFor(t, h.p.RegisterQueueFull)
 
-	s, err := h.client.Report(ctx)
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second) // a missing event fails, not hangs
+	defer wcancel()
+	w, err := h.fc.WatchLiveness(wctx, &collectorv1.WatchLivenessRequest{Watcher: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Recv() // nothing sent: refused without reading a Register
-	st, _ := status.FromError(err)
-	if st.Code() != codes.ResourceExhausted {
-		t.Fatalf("stream opened on a full registration queue: %v", err)
+	// The first batch is the snapshot (attached nodes only); WAITING is an
+	// event, so subscribe before the refusals.
+	if b, err := w.Recv(); err != nil || !b.GetSnapshot() {
+		t.Fatalf("first feed batch: snapshot %v, %v", b.GetSnapshot(), err)
 	}
-	if delay := retryDelay(st); delay < time.Second {
-		t.Fatalf("retry delay %s, want at least 1s (details %v)", delay, st.Details())
+	refused := func(md ...string) {
+		t.Helper()
+		s, err := h.client.Report(metadata.AppendToOutgoingContext(ctx, md...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Recv() // nothing sent: refused without reading a Register
+		st, _ := status.FromError(err)
+		if st.Code() != codes.ResourceExhausted {
+			t.Fatalf("stream opened on a full registration queue: %v", err)
+		}
+		if delay := retryDelay(st); delay < time.Second {
+			t.Fatalf("retry delay %s, want at least 1s (details %v)", delay, st.Details())
+		}
+	}
+	// Refused reporters that name their node (and may report for it) are
+	// alive: the monitors hear a WAITING event. Nameless or badly named
+	// ones are refused without one.
+	refused()
+	refused(identity.NodeMetadata, "Bad_Name")
+	refused(identity.NodeMetadata, "node-w")
+	for {
+		b, err := w.Recv()
+		if err != nil {
+			t.Fatalf("no WAITING event for node-w: %v", err)
+		}
+		var waiting []string
+		for _, ev := range b.GetEvents() {
+			if ev.GetKind() == collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING {
+				waiting = append(waiting, ev.GetNodeName())
+			}
+		}
+		if len(waiting) > 0 {
+			if len(waiting) != 1 || waiting[0] != "node-w" {
+				t.Fatalf("WAITING events %v, want only node-w", waiting)
+			}
+			break
+		}
 	}
 
 	h.store.hold.Store(nil)

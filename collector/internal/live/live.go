@@ -96,6 +96,14 @@ func (t *Table) Attach(name, uid string, now time.Time) uint64 {
 	return t.gen
 }
 
+// Waiting records that name's reporter was refused here for now (asked
+// to retry later) but is alive: a feed event only, nothing is attached.
+func (t *Table) Waiting(name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.record(Event{Name: name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING})
+}
+
 // Renew records a renewal of attachment gen. It reports false when the
 // attachment is gone (the stream was replaced). Monotonicity of renewTime is
 // checked by the caller before; Renew trusts it.

@@ -501,8 +501,11 @@ func retryAfter(depth int, rate, floorRate float64) time.Duration {
 }
 
 // maxRetryAfter caps the retry delays: the reporter adds up to half again
-// as jitter.
-const maxRetryAfter = 30 * time.Second
+// as jitter, so a refused reporter comes back within 30 s. Each refusal
+// tells the monitors the node is alive (a WAITING feed event), and 30 s
+// stays inside the default 40 s grace period: a reporter kept waiting for
+// registration capacity is never marked Unknown for it.
+const maxRetryAfter = 20 * time.Second
 
 // drainRate measures requests answered per second: the larger of the last
 // second and an exponentially weighted average, so the estimate catches up

@@ -1,7 +1,7 @@
 // Package liveness follows the collectors' live liveness feeds: every
 // collector registered under collectors/ is followed through
-// FeedService.WatchLiveness, and every RENEWED or ATTACHED event counts as a
-// heartbeat of its node on the monitor's own clock. It also tells the
+// FeedService.WatchLiveness, and every RENEWED, ATTACHED or WAITING event
+// counts as a heartbeat of its node on the monitor's own clock. It also tells the
 // controller when it must not judge a node: while the feed of the collector
 // the node was last seen on is stale (the monitor cannot see renewals it may
 // be missing). It counts how long the monitor was blind to each node, so
@@ -323,6 +323,12 @@ func (t *Tracker) batch(id string, f *feed, b *collectorv1.WatchLivenessResponse
 			if rt.After(nd.renewTime) {
 				nd.renewTime = rt
 			}
+			nd.observedAt = now
+		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING:
+			// Its reporter reached this collector and was told to retry
+			// later (registration capacity, etcd): alive, dated on
+			// arrival, not attached here.
+			nd.renewals++
 			nd.observedAt = now
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_DETACHED, collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_LEAVING:
 			if nd.collector == id {

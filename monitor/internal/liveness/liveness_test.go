@@ -262,3 +262,22 @@ func TestBlindTimeCountsStaleGapsPerNode(t *testing.T) {
 		t.Fatalf("after b stalled 4 s: n1 %s (want 9s), n2 %s (want 4s)", blind("n1"), blind("n2"))
 	}
 }
+
+// A WAITING event (the reporter was refused for now, e.g. registration
+// capacity) is a heartbeat dated on arrival, and attaches the node nowhere.
+func TestWaitingIsAHeartbeatWithoutAttaching(t *testing.T) {
+	clk := &clock{t: time.Unix(1_000_000, 0)}
+	tr, err := New(Config{Now: clk.now}, &source{changed: make(chan struct{})}, zap.NewNop(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &feed{lastBatch: clk.now(), interval: time.Second}
+	tr.feeds["c2"] = f
+	clk.add(500 * time.Millisecond)
+	tr.batch("c2", f, &collectorv1.WatchLivenessResponse{Events: []*collectorv1.LivenessEvent{{
+		NodeName: "n1", Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING}}})
+	n := tr.Node("n1")
+	if n.Renewals != 1 || !n.ObservedAt.Equal(clk.now()) || n.Collector != "" {
+		t.Fatalf("after WAITING: %+v, want one renewal observed now and no collector", n)
+	}
+}

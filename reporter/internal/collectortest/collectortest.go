@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,12 +24,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/services/identity"
 )
 
 // Node is what the fake knows about one node.
@@ -41,6 +44,9 @@ type Node struct {
 	LastStatus *nodev1.NodeStatus
 	Register   *collectorv1.Register
 	Connected  bool
+	// Named is the node name of the stream's metadata
+	// (identity.NodeMetadata) at the last Register.
+	Named string
 }
 
 // Collector is the fake.
@@ -175,6 +181,8 @@ func (c *Collector) Report(stream grpc.BidiStreamingServer[collectorv1.ReportReq
 	}
 	n.Registers++
 	n.Register = proto.CloneOf(reg)
+	md, _ := metadata.FromIncomingContext(stream.Context())
+	n.Named = strings.Join(md.Get(identity.NodeMetadata), ",")
 	n.Connected = true
 	c.streams[name] = out
 	node := &nodev1.Node{

@@ -37,6 +37,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
@@ -45,6 +46,7 @@ import (
 	"github.com/nodepulse/nodepulse/reporter/internal/probe"
 	"github.com/nodepulse/nodepulse/reporter/internal/setters"
 	"github.com/nodepulse/nodepulse/services/grpcclient"
+	"github.com/nodepulse/nodepulse/services/identity"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/version"
 )
@@ -362,7 +364,8 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 	// WaitForReady: a fleet starting at once would otherwise see every
 	// stream fail fast while its connection is still handshaking, and spend
 	// seconds in backoff instead of registering.
-	stream, err := c.client.Report(ctx, grpc.WaitForReady(true))
+	// Named in the metadata as real reporters do (identity.NodeMetadata).
+	stream, err := c.client.Report(metadata.AppendToOutgoingContext(ctx, identity.NodeMetadata, s.Name(i)), grpc.WaitForReady(true))
 	if err != nil {
 		return false, false, err
 	}

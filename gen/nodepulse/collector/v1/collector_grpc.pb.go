@@ -38,6 +38,12 @@ type CollectorServiceClient interface {
 	// the caller's certificate ends it with PermissionDenied. After
 	// registration, an invalid message is refused by an Ack carrying the error
 	// and the stream stays open, so a bad status report cannot stop heartbeats.
+	//
+	// Reporters also send the node name as the request metadata
+	// "nodepulse-node". A collector that has to refuse the stream before it
+	// reads the Register (its registration queue is full) still tells the
+	// monitors that this node's reporter is alive (a WAITING liveness event),
+	// when the caller is authorized for that name.
 	Report(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReportRequest, ReportResponse], error)
 }
 
@@ -78,6 +84,12 @@ type CollectorServiceServer interface {
 	// the caller's certificate ends it with PermissionDenied. After
 	// registration, an invalid message is refused by an Ack carrying the error
 	// and the stream stays open, so a bad status report cannot stop heartbeats.
+	//
+	// Reporters also send the node name as the request metadata
+	// "nodepulse-node". A collector that has to refuse the stream before it
+	// reads the Register (its registration queue is full) still tells the
+	// monitors that this node's reporter is alive (a WAITING liveness event),
+	// when the caller is authorized for that name.
 	Report(grpc.BidiStreamingServer[ReportRequest, ReportResponse]) error
 	mustEmbedUnimplementedCollectorServiceServer()
 }

@@ -37,6 +37,14 @@ const (
 	LivenessEventKind_LIVENESS_EVENT_KIND_DETACHED LivenessEventKind = 3
 	// Leaving: the reporter announced a deliberate shutdown.
 	LivenessEventKind_LIVENESS_EVENT_KIND_LEAVING LivenessEventKind = 4
+	// Waiting: the node's reporter (authenticated as that node) opened a
+	// Report stream here and was told to retry later, because registrations
+	// are queued beyond capacity or etcd is unavailable. The reporter is
+	// alive but not attached; monitors count it as a heartbeat, the way
+	// Kubernetes exempts node leases from API priority and fairness, so a
+	// registration storm after a collector restart is not mistaken for dead
+	// nodes. Never in snapshots; no renew_time.
+	LivenessEventKind_LIVENESS_EVENT_KIND_WAITING LivenessEventKind = 5
 )
 
 // Enum value maps for LivenessEventKind.
@@ -47,6 +55,7 @@ var (
 		2: "LIVENESS_EVENT_KIND_RENEWED",
 		3: "LIVENESS_EVENT_KIND_DETACHED",
 		4: "LIVENESS_EVENT_KIND_LEAVING",
+		5: "LIVENESS_EVENT_KIND_WAITING",
 	}
 	LivenessEventKind_value = map[string]int32{
 		"LIVENESS_EVENT_KIND_UNSPECIFIED": 0,
@@ -54,6 +63,7 @@ var (
 		"LIVENESS_EVENT_KIND_RENEWED":     2,
 		"LIVENESS_EVENT_KIND_DETACHED":    3,
 		"LIVENESS_EVENT_KIND_LEAVING":     4,
+		"LIVENESS_EVENT_KIND_WAITING":     5,
 	}
 )
 
@@ -452,13 +462,14 @@ const file_nodepulse_collector_v1_feed_proto_rawDesc = "" +
 	"\x10reconnect_reason\x18\x03 \x01(\tH\x00R\x0freconnectReasonB\t\n" +
 	"\acommand\"7\n" +
 	"\x17SendNodeCommandResponse\x12\x1c\n" +
-	"\tdelivered\x18\x01 \x01(\bR\tdelivered*\xbe\x01\n" +
+	"\tdelivered\x18\x01 \x01(\bR\tdelivered*\xdf\x01\n" +
 	"\x11LivenessEventKind\x12#\n" +
 	"\x1fLIVENESS_EVENT_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cLIVENESS_EVENT_KIND_ATTACHED\x10\x01\x12\x1f\n" +
 	"\x1bLIVENESS_EVENT_KIND_RENEWED\x10\x02\x12 \n" +
 	"\x1cLIVENESS_EVENT_KIND_DETACHED\x10\x03\x12\x1f\n" +
-	"\x1bLIVENESS_EVENT_KIND_LEAVING\x10\x042\xf1\x01\n" +
+	"\x1bLIVENESS_EVENT_KIND_LEAVING\x10\x04\x12\x1f\n" +
+	"\x1bLIVENESS_EVENT_KIND_WAITING\x10\x052\xf1\x01\n" +
 	"\vFeedService\x12n\n" +
 	"\rWatchLiveness\x12,.nodepulse.collector.v1.WatchLivenessRequest\x1a-.nodepulse.collector.v1.WatchLivenessResponse0\x01\x12r\n" +
 	"\x0fSendNodeCommand\x12..nodepulse.collector.v1.SendNodeCommandRequest\x1a/.nodepulse.collector.v1.SendNodeCommandResponseB\xe8\x01\n" +
