@@ -1013,14 +1013,24 @@ func (r *runner) addStage(name, system string, nodes int, a, b *snap, pre *snap)
 		}
 	}
 	if a.coll != nil && b.coll != nil && system == "nodepulse" {
-		recv := counterDelta(a.coll, b.coll, "nodepulse_collector_messages_total", `kind="status"`)
-		unch := counterDelta(a.coll, b.coll, "nodepulse_collector_messages_total", `kind="status"`, `result="unchanged"`)
-		wr := counterDelta(a.coll, b.coll, "nodepulse_collector_etcd_txns_total", `kind="status"`)
-		ck := counterDelta(a.coll, b.coll, "nodepulse_collector_lease_checkpoints_total")
-		lt := counterDelta(a.coll, b.coll, "nodepulse_collector_etcd_txns_total", `kind="lease"`)
-		nt := counterDelta(a.coll, b.coll, "nodepulse_collector_etcd_txns_total", `kind="node"`)
+		ac := a.coll
+		if restarted(a.coll, b.coll) {
+			// The restart stage: b is a new collector process, whose
+			// counters start from zero. Per-counter reset detection would
+			// mix the two processes' totals.
+			ac = Metrics{}
+		}
+		recv := counterDelta(ac, b.coll, "nodepulse_collector_messages_total", `kind="status"`)
+		unch := counterDelta(ac, b.coll, "nodepulse_collector_messages_total", `kind="status"`, `result="unchanged"`)
+		wr := counterDelta(ac, b.coll, "nodepulse_collector_etcd_txns_total", `kind="status"`)
+		ck := counterDelta(ac, b.coll, "nodepulse_collector_lease_checkpoints_total")
+		lt := counterDelta(ac, b.coll, "nodepulse_collector_etcd_txns_total", `kind="lease"`)
+		nt := counterDelta(ac, b.coll, "nodepulse_collector_etcd_txns_total", `kind="node"`)
 		s.Note = fmt.Sprintf("collector: %s status reports received (%s unchanged), %s status Txns, %s registration Txns, %s lease checkpoints in %s Txns",
 			fnum(recv, 0), fnum(unch, 0), fnum(wr, 0), fnum(nt, 0), fnum(ck, 0), fnum(lt, 0))
+		if wt := counterDelta(ac, b.coll, "nodepulse_collector_waiting_total"); wt > 0 {
+			s.Note += fmt.Sprintf(", %s refused registrations reported alive (WAITING)", fnum(wt, 0))
+		}
 		s.StatusReports, s.StatusUnchanged, s.StatusTxns = recv, unch, wr
 	}
 	if a.mon != nil && b.mon != nil && system == "nodepulse" {
@@ -1074,6 +1084,13 @@ func (r *runner) write() error {
 
 // counterDelta is later − earlier of a counter, or later alone when the
 // counter was reset in between (the process restarted).
+// restarted reports whether a and b were scraped from different processes
+// (their process_start_time_seconds differ).
+func restarted(a, b Metrics) bool {
+	x, y := a.Value("process_start_time_seconds"), b.Value("process_start_time_seconds")
+	return !math.IsNaN(x) && !math.IsNaN(y) && x != y
+}
+
 func counterDelta(a, b Metrics, name string, match ...string) float64 {
 	x, y := a.Value(name, match...), b.Value(name, match...)
 	if math.IsNaN(x) {
