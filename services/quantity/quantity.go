@@ -5,15 +5,14 @@ package quantity
 
 import (
 	"fmt"
+	"math"
 	"math/big"
-	"regexp"
+	"strconv"
 	"strings"
 )
 
 // Quantity is an exact, non-negative-or-negative rational amount.
 type Quantity struct{ r *big.Rat }
-
-var syntax = regexp.MustCompile(`^([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$`)
 
 var suffixes = map[string]*big.Rat{
 	"":   big.NewRat(1, 1),
@@ -43,15 +42,20 @@ func Parse(s string) (Quantity, error) {
 	if len(s) > MaxLen {
 		return Quantity{}, fmt.Errorf("quantity longer than %d characters", MaxLen)
 	}
-	m := syntax.FindStringSubmatch(strings.TrimSpace(s))
-	if m == nil {
+	neg, digits, suf, ok := split(strings.TrimSpace(s))
+	if !ok {
 		return Quantity{}, fmt.Errorf("%q is not a quantity (want e.g. 4, 500m, 16Gi, 1e3)", s)
 	}
-	num, ok := new(big.Rat).SetString(m[2])
+	if r, ok := small(digits, suf); ok {
+		if neg {
+			r.Neg(r)
+		}
+		return Quantity{r: r}, nil
+	}
+	num, ok := new(big.Rat).SetString(digits)
 	if !ok {
 		return Quantity{}, fmt.Errorf("%q: bad number", s)
 	}
-	suf := m[3]
 	if mult, ok := suffixes[suf]; ok {
 		num.Mul(num, mult)
 	} else { // decimal exponent
@@ -66,10 +70,100 @@ func Parse(s string) (Quantity, error) {
 			num.Quo(num, new(big.Rat).SetInt(p))
 		}
 	}
-	if m[1] == "-" {
+	if neg {
 		num.Neg(num)
 	}
 	return Quantity{r: num}, nil
+}
+
+// split checks s against the grammar of a quantity, by hand (a regexp
+// match per quantity, and there are a dozen in every status report, was
+// most of the collector's cost of checking one):
+//
+//	[+-]? ( [0-9]+ ( "." [0-9]* )? | "." [0-9]+ ) suffix?
+//	suffix = Ki | Mi | Gi | Ti | Pi | Ei | n | u | m | k | M | G | T | P | E | [eE] [+-]? [0-9]+
+//
+// and returns the sign, the number and the suffix. quantity_test.go checks
+// it against the regular expression it replaces.
+func split(s string) (neg bool, num, suffix string, ok bool) {
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		neg = s[i] == '-'
+		i++
+	}
+	start, digits := i, 0
+	for i < len(s) && isDigit(s[i]) {
+		i++
+		digits++
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		for i < len(s) && isDigit(s[i]) {
+			i++
+			digits++
+		}
+	}
+	if digits == 0 {
+		return false, "", "", false
+	}
+	num, suffix = s[start:i], s[i:]
+	if _, named := suffixes[suffix]; named {
+		return neg, num, suffix, true
+	}
+	if len(suffix) < 2 || suffix[0] != 'e' && suffix[0] != 'E' {
+		return false, "", "", false
+	}
+	j := 1
+	if suffix[j] == '+' || suffix[j] == '-' {
+		j++
+	}
+	if j == len(suffix) {
+		return false, "", "", false
+	}
+	for ; j < len(suffix); j++ {
+		if !isDigit(suffix[j]) {
+			return false, "", "", false
+		}
+	}
+	return neg, num, suffix, true
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// smallMultipliers are the suffixes whose value is a whole number.
+var smallMultipliers = map[string]int64{
+	"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+	"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60,
+}
+
+// smallDivisors are the suffixes whose value is a fraction 1/d.
+var smallDivisors = map[string]int64{"m": 1e3, "u": 1e6, "n": 1e9}
+
+// small is the common case without big-number parsing: a whole number of
+// at most 18 digits times a suffix, when the product fits an int64. ok is
+// false for everything else (fractions, exponents, huge values), which
+// the exact path handles.
+func small(num, suf string) (*big.Rat, bool) {
+	if len(num) > 18 {
+		return nil, false
+	}
+	var v int64
+	for i := 0; i < len(num); i++ {
+		if !isDigit(num[i]) {
+			return nil, false // a fraction
+		}
+		v = v*10 + int64(num[i]-'0')
+	}
+	if m, ok := smallMultipliers[suf]; ok {
+		if v > math.MaxInt64/m {
+			return nil, false
+		}
+		return new(big.Rat).SetInt64(v * m), true
+	}
+	if d, ok := smallDivisors[suf]; ok {
+		return big.NewRat(v, d), true
+	}
+	return nil, false
 }
 
 func abs(v int64) int64 {
@@ -134,6 +228,35 @@ func (q Quantity) MilliValue() (int64, bool) {
 // else plain digits; fractions use "m" when exact in thousandths, else "n".
 func (q Quantity) String() string {
 	r := q.rat()
+	if r.IsInt() && r.Num().IsInt64() && r.Num().Int64() != math.MinInt64 {
+		return smallString(r.Num().Int64())
+	}
+	return bigString(r)
+}
+
+// binarySuffixes from the largest; 1<<shift is each one's value.
+var binarySuffixes = []struct {
+	s     string
+	shift uint
+}{{"Ei", 60}, {"Pi", 50}, {"Ti", 40}, {"Gi", 30}, {"Mi", 20}, {"Ki", 10}}
+
+// smallString is String of an integer in int64 arithmetic (capacities are
+// all such; bigString allocates for every suffix it tries).
+func smallString(n int64) string {
+	a := n
+	if a < 0 {
+		a = -a
+	}
+	for _, b := range binarySuffixes {
+		if d := int64(1) << b.shift; a >= d && a%d == 0 {
+			return strconv.FormatInt(n/d, 10) + b.s
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// bigString is String for any value.
+func bigString(r *big.Rat) string {
 	if r.IsInt() {
 		n := new(big.Int).Set(r.Num())
 		if n.Sign() == 0 {

@@ -101,3 +101,23 @@ func cpuTime() int64 {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
+
+// BenchmarkStatusReportChecks is the collector's own work per status report
+// before it knows whether anything changed: validation and the digest it
+// compares with the stored one. Every reporter sends one after each
+// (re-)registration, so after a collector restart this runs for the whole
+// fleet within a minute.
+func BenchmarkStatusReportChecks(b *testing.B) {
+	st := digestStatus()
+	now := time.Unix(1700000100, 0)
+	lim := validation.DefaultLimits()
+	b.ReportAllocs()
+	for b.Loop() {
+		if l := validation.StatusReport(&collectorv1.StatusReport{Status: st}, now, lim); len(l) > 0 {
+			b.Fatal(l)
+		}
+		if _, ok := digestOf(st); !ok {
+			b.Fatal("no digest")
+		}
+	}
+}
