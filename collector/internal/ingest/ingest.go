@@ -412,6 +412,10 @@ func (s *Server) register(st *stream, m *collectorv1.ReportRequest) error {
 		return err
 	}
 	lg := s.lg.With(zap.String("node", name), zap.String("reporter", reg.GetReporterId()))
+	// Alive from here on, attached or not: a registration can wait seconds
+	// in the queue on a loaded collector, and the reporter waits for its
+	// ack up to its register timeout (30 s) without a word to anyone.
+	s.waiting(ctx, name)
 	res, err := s.p.Register(ctx, newNode(reg, now))
 	if err != nil {
 		s.m.messages.WithLabelValues("register", "unavailable").Inc()
@@ -423,7 +427,6 @@ func (s *Server) register(st *stream, m *collectorv1.ReportRequest) error {
 		// Refusals come in storms; one summary line per interval, not
 		// one line per refused stream.
 		s.refusals.note(err)
-		s.waiting(ctx, name)
 		if errors.Is(err, persist.ErrBusy) {
 			return withRetryAfter(status.New(codes.ResourceExhausted, "registration queue full: retry after the retry delay (RetryInfo) with jitter"),
 				s.p.RegisterRetryAfter())
@@ -518,13 +521,14 @@ func (r *refusalLog) flush(lg *zap.Logger) {
 	lg.Warn("registrations refused", fields...)
 }
 
-// waiting tells the monitors that a refused stream's node is alive (a
-// WAITING feed event): by name, when the Register was read (and
-// authorized), else by the name the reporter put in the stream's metadata
-// (identity.NodeMetadata), when the caller may report for it. Refusing a
-// reporter for want of capacity must not make its node look dead: after a
-// collector restart, 100,000 reporters reconnect at once and the last of
-// them register minutes later, well past the grace period.
+// waiting tells the monitors that a node's reporter is alive although not
+// attached (a WAITING feed event): by name, when its Register was read
+// (and authorized), else by the name the reporter put in the stream's
+// metadata (identity.NodeMetadata), when the caller may report for it.
+// Waiting for, or being refused, registration capacity must not make a
+// node look dead: after a collector restart, 100,000 reporters reconnect
+// at once and the last of them register minutes later, well past the
+// grace period.
 func (s *Server) waiting(ctx context.Context, name string) {
 	if name == "" {
 		md, _ := metadata.FromIncomingContext(ctx)

@@ -41,7 +41,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"code"}),
 		waiting: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nodepulse_collector_waiting_total",
-			Help: "Refused registrations whose node was still reported alive to the monitors (WAITING feed events): the reporter named and authorized for the node, told to retry later.",
+			Help: "WAITING feed events: a node's reporter (authorized for it) sent its Register, or was refused before it for capacity, so the monitors hear it is alive while it is not attached.",
 		}),
 	}
 	m.leaseOK = m.messages.WithLabelValues("lease", "ok")

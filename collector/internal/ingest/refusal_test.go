@@ -125,6 +125,17 @@ func TestFullRegistrationQueueRefusesStreamsAtOnce(t *testing.T) {
 	if _, ack := h.open(t, ctx, "node-c"); ack.GetError() != nil {
 		t.Fatalf("register after the queue drained: %v", ack.GetError())
 	}
+	// A Register that was read is WAITING too until it is attached: it may
+	// sit in the queue for seconds.
+	for seen := false; !seen; {
+		b, err := w.Recv()
+		if err != nil {
+			t.Fatalf("no WAITING event for node-c: %v", err)
+		}
+		for _, ev := range b.GetEvents() {
+			seen = seen || ev.GetNodeName() == "node-c" && ev.GetKind() == collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING
+		}
+	}
 }
 
 // retryDelay is the RetryInfo delay a status carries, 0 without one.

@@ -42,8 +42,9 @@ type CollectorServiceClient interface {
 	// Reporters also send the node name as the request metadata
 	// "nodepulse-node". A collector that has to refuse the stream before it
 	// reads the Register (its registration queue is full) still tells the
-	// monitors that this node's reporter is alive (a WAITING liveness event),
-	// when the caller is authorized for that name.
+	// monitors that this node's reporter is alive (a WAITING liveness event,
+	// also sent for every Register read), when the caller is authorized for
+	// that name.
 	Report(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReportRequest, ReportResponse], error)
 }
 
@@ -88,8 +89,9 @@ type CollectorServiceServer interface {
 	// Reporters also send the node name as the request metadata
 	// "nodepulse-node". A collector that has to refuse the stream before it
 	// reads the Register (its registration queue is full) still tells the
-	// monitors that this node's reporter is alive (a WAITING liveness event),
-	// when the caller is authorized for that name.
+	// monitors that this node's reporter is alive (a WAITING liveness event,
+	// also sent for every Register read), when the caller is authorized for
+	// that name.
 	Report(grpc.BidiStreamingServer[ReportRequest, ReportResponse]) error
 	mustEmbedUnimplementedCollectorServiceServer()
 }

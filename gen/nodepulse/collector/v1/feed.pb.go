@@ -37,13 +37,14 @@ const (
 	LivenessEventKind_LIVENESS_EVENT_KIND_DETACHED LivenessEventKind = 3
 	// Leaving: the reporter announced a deliberate shutdown.
 	LivenessEventKind_LIVENESS_EVENT_KIND_LEAVING LivenessEventKind = 4
-	// Waiting: the node's reporter (authenticated as that node) opened a
-	// Report stream here and was told to retry later, because registrations
-	// are queued beyond capacity or etcd is unavailable. The reporter is
-	// alive but not attached; monitors count it as a heartbeat, the way
-	// Kubernetes exempts node leases from API priority and fairness, so a
-	// registration storm after a collector restart is not mistaken for dead
-	// nodes. Never in snapshots; no renew_time.
+	// Waiting: the node's reporter (authenticated as that node) sent its
+	// Register here, which now waits for registration capacity, or was told
+	// to retry later before it was read (registrations queued beyond
+	// capacity). The reporter is alive but not attached; monitors count it
+	// as a heartbeat, the way Kubernetes exempts node leases from API
+	// priority and fairness, so a registration storm after a collector
+	// restart is not mistaken for dead nodes. Never in snapshots; no
+	// renew_time.
 	LivenessEventKind_LIVENESS_EVENT_KIND_WAITING LivenessEventKind = 5
 )
 
