@@ -325,9 +325,15 @@ func (t *Tracker) batch(id string, f *feed, b *collectorv1.WatchLivenessResponse
 			}
 			nd.observedAt = now
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING:
-			// Its reporter reached this collector and was told to retry
-			// later (registration capacity, etcd): alive, dated on
-			// arrival, not attached here.
+			// Its reporter reached this collector and waits for (or was
+			// refused) registration: alive, dated on arrival. Not
+			// attached, but this feed is where it is heard now: while the
+			// feed is stale the node is held like an attached one, and if
+			// the collector vanishes it gets a fresh grace period. (Left
+			// with no feed, a waiting node was judged through a stall of
+			// the very collector it waited on: 828 Unknowns in a restart.)
+			t.attachLocked(nd, id)
+			nd.detachedFrom = ""
 			nd.renewals++
 			nd.observedAt = now
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_DETACHED, collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_LEAVING:

@@ -263,9 +263,10 @@ func TestBlindTimeCountsStaleGapsPerNode(t *testing.T) {
 	}
 }
 
-// A WAITING event (the reporter was refused for now, e.g. registration
-// capacity) is a heartbeat dated on arrival, and attaches the node nowhere.
-func TestWaitingIsAHeartbeatWithoutAttaching(t *testing.T) {
+// A WAITING event (the reporter waits for, or was refused, registration)
+// is a heartbeat dated on arrival, and ties the node to the feed it came
+// on: that feed going stale holds it.
+func TestWaitingIsAHeartbeatOnItsFeed(t *testing.T) {
 	clk := &clock{t: time.Unix(1_000_000, 0)}
 	tr, err := New(Config{Now: clk.now}, &source{changed: make(chan struct{})}, zap.NewNop(), nil, nil)
 	if err != nil {
@@ -277,7 +278,11 @@ func TestWaitingIsAHeartbeatWithoutAttaching(t *testing.T) {
 	tr.batch("c2", f, &collectorv1.WatchLivenessResponse{Events: []*collectorv1.LivenessEvent{{
 		NodeName: "n1", Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING}}})
 	n := tr.Node("n1")
-	if n.Renewals != 1 || !n.ObservedAt.Equal(clk.now()) || n.Collector != "" {
-		t.Fatalf("after WAITING: %+v, want one renewal observed now and no collector", n)
+	if n.Renewals != 1 || !n.ObservedAt.Equal(clk.now()) || n.Collector != "c2" || n.Paused {
+		t.Fatalf("after WAITING: %+v, want one renewal observed now, heard on c2", n)
+	}
+	clk.add(4 * time.Second) // c2's feed stalls past the stale bound
+	if !tr.Node("n1").Paused {
+		t.Fatal("a waiting node is not held while the feed it waits on is stale")
 	}
 }
