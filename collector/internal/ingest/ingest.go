@@ -65,6 +65,10 @@ type Config struct {
 	MessageBurst      int
 	// RegisterTimeout: the first message must arrive within this.
 	RegisterTimeout time.Duration
+	// WaitingInterval: while a Register waits for registration capacity,
+	// the node is reported alive (WAITING) this often (default 10 s: four
+	// times within the monitors' default 40 s grace).
+	WaitingInterval time.Duration
 	// RetryAfter is what status reports refused while etcd is unavailable
 	// are told to wait (a busy collector computes its own: StatusRetryAfter).
 	RetryAfter time.Duration
@@ -87,6 +91,7 @@ func DefaultConfig() Config {
 		MessagesPerSecond:         2,
 		MessageBurst:              20,
 		RegisterTimeout:           30 * time.Second,
+		WaitingInterval:           10 * time.Second,
 		RetryAfter:                5 * time.Second,
 		SendQueue:                 64,
 		StatusQueue:               4,
@@ -128,7 +133,7 @@ type Server struct {
 // New builds the server.
 func New(cfg Config, p *persist.Persister, table *live.Table, lg *zap.Logger, reg prometheus.Registerer) (*Server, error) {
 	if cfg.CollectorID == "" || cfg.MaxStreams <= 0 || cfg.MessagesPerSecond <= 0 || cfg.MessageBurst <= 0 ||
-		cfg.SendQueue <= 0 || cfg.StatusQueue <= 0 || cfg.RegisterTimeout <= 0 {
+		cfg.SendQueue <= 0 || cfg.StatusQueue <= 0 || cfg.RegisterTimeout <= 0 || cfg.WaitingInterval <= 0 {
 		return nil, fmt.Errorf("ingest: invalid config %+v", cfg)
 	}
 	m, err := newMetrics(reg)
@@ -412,11 +417,15 @@ func (s *Server) register(st *stream, m *collectorv1.ReportRequest) error {
 		return err
 	}
 	lg := s.lg.With(zap.String("node", name), zap.String("reporter", reg.GetReporterId()))
-	// Alive from here on, attached or not: a registration can wait seconds
-	// in the queue on a loaded collector, and the reporter waits for its
-	// ack up to its register timeout (30 s) without a word to anyone.
+	// Alive from here on, attached or not: a registration can wait many
+	// seconds in the queue on a loaded collector, and the reporter waits
+	// for its ack up to its register timeout (30 s), then backs off, without
+	// a word to anyone; so WAITING now and every WaitingInterval until the
+	// registration is answered.
 	s.waiting(ctx, name)
+	stopWaiting := s.keepWaiting(ctx, name)
 	res, err := s.p.Register(ctx, newNode(reg, now))
+	stopWaiting()
 	if err != nil {
 		s.m.messages.WithLabelValues("register", "unavailable").Inc()
 		if ctx.Err() != nil {
@@ -540,6 +549,31 @@ func (s *Server) waiting(ctx context.Context, name string) {
 	}
 	s.table.Waiting(name)
 	s.m.waiting.Inc()
+}
+
+// keepWaiting reports name WAITING every WaitingInterval until the
+// returned stop is called (a timer, not a goroutine, per queued Register).
+func (s *Server) keepWaiting(ctx context.Context, name string) (stop func()) {
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	mu.Lock() // the callback cannot run before t is set
+	defer mu.Unlock()
+	t = time.AfterFunc(s.cfg.WaitingInterval, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped || ctx.Err() != nil {
+			return
+		}
+		s.waiting(ctx, name)
+		t.Reset(s.cfg.WaitingInterval)
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
 }
 
 func (s *Server) authorize(ctx context.Context, name string) error {

@@ -46,7 +46,10 @@ func TestRefusedRegisterCarriesRetryInfo(t *testing.T) {
 // before its Register is read, with a RetryInfo delay; once the queue
 // drains, registrations go through again.
 func TestFullRegistrationQueueRefusesStreamsAtOnce(t *testing.T) {
-	h := newHarness(t, func(_ *Config, p *persist.Config) { p.RegisterQueueSize, p.RegisterConcurrency = 1, 1 })
+	h := newHarness(t, func(c *Config, p *persist.Config) {
+		p.RegisterQueueSize, p.RegisterConcurrency = 1, 1
+		c.WaitingInterval = 20 * time.Millisecond
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hold := make(chan struct{})
@@ -94,6 +97,19 @@ func TestFullRegistrationQueueRefusesStreamsAtOnce(t *testing.T) {
 			t.Fatalf("retry delay %s, want at least 1s (details %v)", delay, st.Details())
 		}
 	}
+	// node-a's Register waits in etcd: it is reported WAITING again and
+	// again while it does, not only when it was read.
+	for n := 0; n < 2; {
+		b, err := w.Recv()
+		if err != nil {
+			t.Fatalf("node-a not reported WAITING while its registration waits: %v", err)
+		}
+		for _, ev := range b.GetEvents() {
+			if ev.GetNodeName() == "node-a" && ev.GetKind() == collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING {
+				n++
+			}
+		}
+	}
 	// Refused reporters that name their node (and may report for it) are
 	// alive: the monitors hear a WAITING event. Nameless or badly named
 	// ones are refused without one.
@@ -107,8 +123,9 @@ func TestFullRegistrationQueueRefusesStreamsAtOnce(t *testing.T) {
 		}
 		var waiting []string
 		for _, ev := range b.GetEvents() {
-			if ev.GetKind() == collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING {
-				waiting = append(waiting, ev.GetNodeName())
+			// node-a and node-b keep waiting in the queue meanwhile.
+			if n := ev.GetNodeName(); ev.GetKind() == collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING && n != "node-a" && n != "node-b" {
+				waiting = append(waiting, n)
 			}
 		}
 		if len(waiting) > 0 {
