@@ -84,6 +84,7 @@ func (c *Controller) Sweep(ctx context.Context) error {
 	stale := 0
 	var writes []*healthWrite
 	var pods []podCheck
+	judged := 0
 	for _, name := range due {
 		if c.live.Node(name).Paused {
 			// Its feed is stale: judging would only hold it (and a
@@ -95,6 +96,7 @@ func (c *Controller) Sweep(ctx context.Context) error {
 		if !ok {
 			continue // deleted: the next pass forgets it
 		}
+		judged++
 		w, pc := c.judgeLocked(c.cfg.Now(), c.viewLocked(e, cacheRev), zones, &stale)
 		if w != nil {
 			writes = append(writes, w)
@@ -103,7 +105,7 @@ func (c *Controller) Sweep(ctx context.Context) error {
 			pods = append(pods, *pc)
 		}
 	}
-	c.m.sweepJudged.Add(float64(len(due)))
+	c.m.sweepJudged.Add(float64(judged))
 	err := c.writeHealthLocked(ctx, writes, true)
 	if err != nil {
 		return err
