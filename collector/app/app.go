@@ -230,6 +230,9 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 		// detach itself; the call logger would hold fields for the
 		// stream's life and deepen its (per-node) stack.
 		Unlogged: []string{collectorv1.CollectorService_Report_FullMethodName},
+		// Ten thousand renewals a second: ingest counts them by kind and
+		// result (nodepulse_collector_messages_total).
+		Uncounted: []string{collectorv1.CollectorService_Report_FullMethodName},
 	})
 	if err != nil {
 		return nil, a.closeOnErr(err)

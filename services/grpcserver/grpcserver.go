@@ -128,6 +128,13 @@ type Options struct {
 	// each: per-message logging hooks cost CPU on every heartbeat, and a
 	// drain would log one "finished call" error per stream.
 	Unlogged []string
+	// Uncounted are full method names of streams whose calls the gRPC
+	// metrics count (grpc_server_started_total, _handled_total, handling
+	// time) but not their messages (grpc_server_msg_*_total): the metrics
+	// interceptor looks up its label values on every message, a cost paid
+	// per heartbeat on the Report streams. Their service counts its
+	// messages itself.
+	Uncounted []string
 }
 
 // Server is a listening, not yet serving, gRPC server.
@@ -187,7 +194,7 @@ func New(cfg Config, lg *zap.Logger, reg prometheus.Registerer, opts Options) (*
 	unary = append(unary, opts.Unary...)
 	unary = append(unary, recovery.UnaryServerInterceptor(rec))
 	stream := []grpc.StreamServerInterceptor{
-		metrics.StreamServerInterceptor(),
+		callsOnly(metrics.StreamServerInterceptor(), opts.Uncounted),
 		selector.StreamServerInterceptor(logging.StreamServerInterceptor(glg, grpcmw.LoggingOptions()...), logged),
 	}
 	stream = append(stream, opts.Stream...)
@@ -223,6 +230,25 @@ func New(cfg Config, lg *zap.Logger, reg prometheus.Registerer, opts Options) (*
 		lg.Warn("gRPC endpoint is PLAINTEXT (--grpc.insecure): no encryption, no client identity; development only", zap.String("address", ln.Addr().String()))
 	}
 	return s, nil
+}
+
+// callsOnly applies the metrics interceptor in to every stream, but hands
+// the streams of the named methods to the handler unwrapped: in still sees
+// the call start and end, not each message.
+func callsOnly(in grpc.StreamServerInterceptor, methods []string) grpc.StreamServerInterceptor {
+	if len(methods) == 0 {
+		return in
+	}
+	skip := map[string]bool{}
+	for _, m := range methods {
+		skip[m] = true
+	}
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if !skip[info.FullMethod] {
+			return in(srv, ss, info, handler)
+		}
+		return in(srv, ss, info, func(srv any, _ grpc.ServerStream) error { return handler(srv, ss) })
+	}
 }
 
 // Addr is the bound address.

@@ -7,12 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
@@ -116,4 +119,68 @@ func TestFixedFlowControlWindows(t *testing.T) {
 	if v, ok := sf.Value(http2.SettingInitialWindowSize); !ok || v != DefaultStreamWindow {
 		t.Fatalf("SETTINGS_INITIAL_WINDOW_SIZE = %d (present %v), want %d", v, ok, DefaultStreamWindow)
 	}
+}
+
+// Methods named in Options.Uncounted keep their call metrics but not their
+// message counters; every other stream keeps both. Health.Watch is the
+// stream: each call sends one message (the status) before it is cancelled.
+func TestUncountedStreamsCountCallsNotMessages(t *testing.T) {
+	for _, tc := range []struct {
+		uncounted []string
+		wantSent  float64
+	}{{nil, 1}, {[]string{"/grpc.health.v1.Health/Watch"}, 0}} {
+		reg := prometheus.NewRegistry()
+		cfg := Config{ListenAddress: "127.0.0.1:0", TLS: tlsconfig.Config{Insecure: true}, MaxRecvMsgSize: 1 << 20,
+			MaxConcurrentStreams: 100, KeepaliveTime: time.Minute, KeepaliveTimeout: time.Minute, MinClientPingInterval: time.Second,
+			DrainTimeout: time.Second}
+		s, err := New(cfg, zap.NewNop(), reg, Options{Uncounted: tc.uncounted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.metricsInit()
+		go func() { _ = s.Serve(s.ln) }()
+		cc, err := grpc.NewClient(s.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		w, err := healthpb.NewHealthClient(cc).Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		cc.Close()
+		s.Stop() // waits for the handler: its call is counted once Stop returns
+		started := testutil.ToFloat64(metricVec(t, reg, "grpc_server_started_total", "Watch"))
+		sent := testutil.ToFloat64(metricVec(t, reg, "grpc_server_msg_sent_total", "Watch"))
+		if started != 1 || sent != tc.wantSent {
+			t.Errorf("Uncounted=%v: started %v, messages sent %v; want 1 and %v", tc.uncounted, started, sent, tc.wantSent)
+		}
+	}
+}
+
+// metricVec gathers the series of name whose grpc_method is method.
+func metricVec(t *testing.T, g prometheus.Gatherer, name, method string) prometheus.Collector {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "sum"})
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "grpc_method" && l.GetValue() == method {
+					c.Add(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return c
 }

@@ -96,7 +96,8 @@ func newHarness(t testing.TB, mod func(*Config, *persist.Config)) *harness {
 	if h.feed, err = feed.New(fcfg, h.table, h.srv, lg, nil); err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	// The production codec (hand-coded renewals and acks), as app wires it.
+	gs := grpc.NewServer(grpc.ForceServerCodecV2(Codec()))
 	collectorv1.RegisterCollectorServiceServer(gs, h.srv)
 	collectorv1.RegisterFeedServiceServer(gs, h.feed)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
