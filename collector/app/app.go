@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/nodepulse/nodepulse/collector/internal/feed"
+	"github.com/nodepulse/nodepulse/collector/internal/gcboost"
 	"github.com/nodepulse/nodepulse/collector/internal/ingest"
 	"github.com/nodepulse/nodepulse/collector/internal/live"
 	"github.com/nodepulse/nodepulse/collector/internal/persist"
@@ -79,6 +80,11 @@ type Config struct {
 	// and its CPU with their messages; 50 keeps ~6 KB less per connected
 	// node for a few hundredths of a core at 10,000 renewals/s.
 	GCPercent int
+	// GCPercentBacklog is the GC target while registrations are
+	// backlogged (Main only, and only when GCPercent applies): a fleet
+	// re-registering at once is served faster at a higher target, for
+	// memory it gives back once the backlog is gone (gcboost).
+	GCPercentBacklog int
 
 	Ingest  ingest.Config
 	Persist persist.Config
@@ -112,6 +118,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.DrainWindow, "drain.reconnect-window", 5*time.Second, "on shutdown, reporters reconnect elsewhere at a random moment within this window (keep below --grpc.drain-timeout)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "upper bound of the whole shutdown sequence")
 	fs.IntVar(&c.GCPercent, "runtime.gc-percent", 50, "Go GC target percentage for this process when the GOGC environment variable is not set (0: Go's default, 100); lower keeps less memory per connected node for a little more CPU")
+	fs.IntVar(&c.GCPercentBacklog, "runtime.gc-percent-backlog", 200, "Go GC target while registrations are backlogged (a fleet reconnecting at once), back to --runtime.gc-percent 10 s after the backlog is gone; ≤ --runtime.gc-percent disables (not applied when GOGC is set)")
 
 	fs.IntVar(&c.Ingest.MaxStreams, "max-streams", ic.MaxStreams, "open Report streams at most; more are refused with ResourceExhausted")
 	fs.DurationVar(&c.Ingest.Limits.MaxClockSkew, "max-clock-skew", ic.Limits.MaxClockSkew, "timestamps (renewTime, condition times) may be at most this far in the collector's future")
@@ -180,6 +187,8 @@ type App struct {
 
 	sessMu sync.Mutex
 	sess   nodestore.Session
+
+	gc *gcboost.Booster // nil unless Main runs the GC target boost
 }
 
 // New builds a collector and listens on its ports at once (":0" works;
@@ -304,7 +313,11 @@ func (a *App) Run(ctx context.Context) error {
 	// drained need them. They stop only after the server has.
 	bg, stopBG := context.WithCancel(context.Background())
 	var bgWG sync.WaitGroup
-	for _, f := range []func(context.Context) error{a.persist.Run, a.feed.Run, a.ingest.Run, a.readiness, a.register} {
+	loops := []func(context.Context) error{a.persist.Run, a.feed.Run, a.ingest.Run, a.readiness, a.register}
+	if a.gc != nil {
+		loops = append(loops, a.gc.Run)
+	}
+	for _, f := range loops {
 		bgWG.Add(1)
 		go func() { defer bgWG.Done(); _ = f(bg) }()
 	}
@@ -538,10 +551,12 @@ func Main(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() { _ = lg.Sync() }()
+	gcBase := 0 // the target Main set, which the backlog boost returns to
 	if gogc := os.Getenv("GOGC"); gogc != "" {
 		lg.Info("GC target from the GOGC environment variable", zap.String("GOGC", gogc))
 	} else if cfg.GCPercent > 0 {
 		debug.SetGCPercent(cfg.GCPercent)
+		gcBase = cfg.GCPercent
 	}
 	logging.RedirectGRPC(lg)
 	reg := admin.NewRegistry()
@@ -549,5 +564,22 @@ func Main(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := a.boostGC(gcBase, cfg.GCPercentBacklog, reg); err != nil {
+		return err
+	}
 	return a.Run(ctx)
+}
+
+// boostGC raises the GC target from base to backlog while registrations
+// are backlogged (gcboost); base 0 (GOGC set, or Go's default) disables it.
+func (a *App) boostGC(base, backlog int, reg prometheus.Registerer) error {
+	b, err := gcboost.New(gcboost.Config{Base: base, Boost: backlog, Hold: 10 * time.Second, Tick: 250 * time.Millisecond},
+		a.persist.RegisterBacklog, debug.SetGCPercent, time.Now, a.lg, reg)
+	if err != nil {
+		return fmt.Errorf("GC target boost: %w", err)
+	}
+	if b.Enabled() {
+		a.gc = b
+	}
+	return nil
 }

@@ -136,6 +136,8 @@ type Persister struct {
 	available   atomic.Bool
 	pingFails   atomic.Int32 // consecutive failed pings; reset by any answer
 	regRate     drainRate    // registrations answered per second
+	slotMu      sync.Mutex
+	nextSlot    time.Time    // the next refused registration's retry slot
 	statusRate  drainRate    // status reports answered per second
 	downSinceNs atomic.Int64 // unix nanos of the first failure of the current outage; 0 when up
 	lastErr     atomic.Pointer[string]
@@ -469,12 +471,23 @@ func (p *Persister) Register(ctx context.Context, node *nodev1.Node) (Registered
 // registering.
 func (p *Persister) RegisterQueueFull() bool { return len(p.regQ) >= cap(p.regQ) }
 
-// RegisterRetryAfter is how long a refused registration should wait: the
-// time the workers need to drain the queue as it is now, at the rate they
-// answered registrations over the last seconds. It grows with the queue, so
-// a fleet refused while the queue is deep spreads its retries over the
-// time the collector needs for the work already accepted, instead of
-// coming back at once and being refused again.
+// RegisterBacklog reports whether registrations are backlogged: a quarter
+// of the registration queue waits (a fleet reconnecting at once; a fleet
+// joining at a rate the workers keep up with leaves it nearly empty).
+func (p *Persister) RegisterBacklog() bool { return len(p.regQ) >= max(1, cap(p.regQ)/4) }
+
+// RegisterRetryAfter is how long a refused registration should wait. Each
+// refused reporter is given its own slot: the first after the time the
+// workers need to drain the queue as it is now, each next one a
+// registration's worth of time (at the rate they answered registrations
+// over the last seconds) later. A fleet refused at once comes back spread
+// at the rate the collector registers, so the queue stays fed and few are
+// refused twice. (One delay for all — the queue's drain time, ~3 s — sent
+// 90,000 reporters back within seconds of each other, again and again: the
+// new collector of a restart refused 6,000–8,000 streams a second, CPU the
+// registrations needed.) Slots end at maxRetryAfter: a reporter must be
+// heard within the grace period, so beyond that, refusals share the last
+// slot and its jitter.
 func (p *Persister) RegisterRetryAfter() time.Duration {
 	// Before the first measurement (a collector that just started, facing a
 	// fleet coming back at once) assume 100 registrations per worker per
@@ -482,7 +495,20 @@ func (p *Persister) RegisterRetryAfter() time.Duration {
 	// easily does that. Assuming 10 (as before) sent the fleet refused in
 	// the first second away for the 30 s cap: the last nodes of a 30,000-node
 	// restart came back 46 s after the new collector started.
-	return retryAfter(len(p.regQ), p.regRate.perSecond(), 100*float64(p.cfg.RegisterConcurrency))
+	rate := max(p.regRate.perSecond(), 100*float64(p.cfg.RegisterConcurrency))
+	now := p.now()
+	drained := now.Add(time.Duration(float64(len(p.regQ)) / rate * float64(time.Second)))
+	p.slotMu.Lock()
+	slot := p.nextSlot
+	if slot.Before(drained) {
+		slot = drained
+	}
+	if last := now.Add(maxRetryAfter); slot.After(last) {
+		slot = last
+	}
+	p.nextSlot = slot.Add(time.Duration(float64(time.Second) / rate))
+	p.slotMu.Unlock()
+	return min(max(slot.Sub(now), time.Second), maxRetryAfter)
 }
 
 // StatusRetryAfter is how long a refused status report should wait, on the

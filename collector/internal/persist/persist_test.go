@@ -284,3 +284,27 @@ func newIdle(t *testing.T, mutate func(*Config)) (*Persister, Config) {
 	}
 	return p, cfg
 }
+
+// Refused registrations get one slot each, a registration's worth of time
+// apart at the assumed rate (100/s for one worker before any measurement),
+// from the queue's drain time up to maxRetryAfter; beyond it they share
+// the last slot, and the slots left are not pushed further out.
+func TestRefusedRegistrationsAreSpreadOverSlots(t *testing.T) {
+	p, _ := newIdle(t, func(c *Config) { c.RegisterConcurrency = 1 })
+	now := time.Unix(1_000_000, 0)
+	p.now = func() time.Time { return now }
+	var got []time.Duration
+	for range 2500 {
+		got = append(got, p.RegisterRetryAfter())
+	}
+	for i, want := range map[int]time.Duration{0: time.Second, 100: time.Second, 150: 1500 * time.Millisecond,
+		1000: 10 * time.Second, 1999: 19990 * time.Millisecond, 2000: maxRetryAfter, 2499: maxRetryAfter} {
+		if d := got[i] - want; d < -time.Microsecond || d > time.Microsecond {
+			t.Errorf("refusal %d: retry after %s, want %s", i, got[i], want)
+		}
+	}
+	now = now.Add(10 * time.Second)
+	if d, want := p.RegisterRetryAfter(), 10*time.Second+10*time.Millisecond; d-want < -time.Microsecond || d-want > time.Microsecond {
+		t.Errorf("10 s later: retry after %s, want %s (the slot after the last one handed out)", d, want)
+	}
+}
