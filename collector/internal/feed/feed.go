@@ -128,7 +128,7 @@ func (s *Server) flush(now time.Time) {
 	for sub := range s.subs {
 		wantSnap = wantSnap || sub.needSnap
 	}
-	events, snap, overflow := s.table.Take(wantSnap)
+	events, snap, overflow := s.table.Take(wantSnap, now)
 	s.events.Add(float64(len(events)))
 	var evMsgs, snapMsgs []*collectorv1.WatchLivenessResponse
 	if len(events) > 0 {

@@ -155,3 +155,53 @@ func TestFinishSendsLastEventsAndEndsStreams(t *testing.T) {
 	}
 	s.Finish() // idempotent
 }
+
+// A node heard waiting before anyone followed the feed (a collector that
+// just started) is in the first subscriber's snapshot, with when it was
+// heard; it leaves the snapshots when it attaches, or WaitingMemory after it
+// was last heard.
+func TestSnapshotsRepeatWaitingNodes(t *testing.T) {
+	table := live.New(1 << 10)
+	cfg := DefaultConfig()
+	cfg.CollectorID = "c"
+	s, err := New(cfg, table, noCommands{}, zap.NewNop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1_000_000, 0)
+	table.Waiting("early", t0)
+	table.Waiting("attaches", t0)
+	s.flush(t0.Add(time.Second)) // nobody subscribed: the events go nowhere
+	snapshot := func(at time.Time) map[string]time.Time {
+		t.Helper()
+		sub := &subscriber{watcher: "m", ch: make(chan batch, 4), needSnap: true}
+		s.subs[sub] = struct{}{}
+		defer delete(s.subs, sub)
+		s.flush(at)
+		got := map[string]time.Time{}
+		for _, m := range (<-sub.ch).msgs {
+			if !m.GetSnapshot() {
+				t.Fatalf("first batch is not a snapshot: %v", m)
+			}
+			for _, e := range m.GetEvents() {
+				if e.GetKind() == collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING {
+					got[e.GetNodeName()] = e.GetRenewTime().AsTime()
+				}
+			}
+		}
+		return got
+	}
+	if got := snapshot(t0.Add(2 * time.Second)); len(got) != 2 || !got["early"].Equal(t0) {
+		t.Fatalf("waiting in the first snapshot: %v, want early and attaches heard at %v", got, t0)
+	}
+	table.Attach("attaches", "uid", t0.Add(3*time.Second))
+	table.Waiting("late", t0.Add(20*time.Second))
+	got := snapshot(t0.Add(live.WaitingMemory))
+	if len(got) != 2 || !got["early"].Equal(t0) || !got["late"].Equal(t0.Add(20*time.Second)) {
+		t.Fatalf("waiting after an attach: %v, want early and late", got)
+	}
+	got = snapshot(t0.Add(live.WaitingMemory + time.Second))
+	if len(got) != 1 || got["late"].IsZero() {
+		t.Fatalf("waiting once early is WaitingMemory old: %v, want only late", got)
+	}
+}

@@ -547,7 +547,7 @@ func (s *Server) waiting(ctx context.Context, name string) {
 		}
 		name = v[0]
 	}
-	s.table.Waiting(name)
+	s.table.Waiting(name, s.now())
 	s.m.waiting.Inc()
 }
 

@@ -63,14 +63,28 @@ type Table struct {
 	maxPending int
 	overflow   bool
 	dirty      int
+	// waiting: nodes heard WAITING here and not attached since, with the
+	// collector's clock then. Snapshots repeat them, so a monitor that
+	// subscribes after the event still hears it: a collector that just
+	// started takes a fleet's Registers before any monitor follows its
+	// feed, and the events of those seconds went to nobody; a reporter
+	// refused then stays away up to 30 s, past the grace period the
+	// monitor gave it when its old collector went away.
+	waiting   map[string]time.Time
+	lastPrune time.Time
 }
+
+// WaitingMemory is how long a node heard waiting stays in snapshots
+// without being heard again: the longest a refused reporter stays away
+// (the collector's retry_after cap of 20 s plus half again of jitter).
+const WaitingMemory = 30 * time.Second
 
 // New returns an empty table whose pending event buffer holds at most
 // maxPending events; beyond that events are dropped and the next batch
 // tells subscribers to take a fresh snapshot instead (bounded memory when
 // the feed flusher falls behind).
 func New(maxPending int) *Table {
-	return &Table{nodes: map[string]*Entry{}, maxPending: maxPending}
+	return &Table{nodes: map[string]*Entry{}, maxPending: maxPending, waiting: map[string]time.Time{}}
 }
 
 func (t *Table) record(ev Event) {
@@ -92,15 +106,18 @@ func (t *Table) Attach(name, uid string, now time.Time) uint64 {
 		t.dirty--
 	}
 	t.nodes[name] = &Entry{Name: name, Gen: t.gen, UID: uid, AttachTime: now}
+	delete(t.waiting, name)
 	t.record(Event{Name: name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_ATTACHED})
 	return t.gen
 }
 
-// Waiting records that name's reporter was refused here for now (asked
-// to retry later) but is alive: a feed event only, nothing is attached.
-func (t *Table) Waiting(name string) {
+// Waiting records that name's reporter was heard at now, alive, but is
+// not attached (its Register waits, or it was refused for capacity): a
+// feed event, repeated in snapshots for WaitingMemory.
+func (t *Table) Waiting(name string, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.waiting[name] = now
 	t.record(Event{Name: name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING})
 }
 
@@ -214,16 +231,33 @@ func (t *Table) Unpersisted() int {
 // events were dropped), also a snapshot of every attached node taken at the
 // same instant. overflow says events were dropped since the last Take, so
 // every subscriber must start over from the snapshot.
-func (t *Table) Take(snapshot bool) (events []Event, snap []Event, overflow bool) {
+func (t *Table) Take(snapshot bool, now time.Time) (events []Event, snap []Event, overflow bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	events, overflow = t.pending, t.overflow
 	t.pending, t.overflow = make([]Event, 0, max(64, len(events))), false
+	if snapshot || overflow || now.Sub(t.lastPrune) >= WaitingMemory {
+		t.pruneWaitingLocked(now)
+	}
 	if snapshot || overflow {
-		snap = make([]Event, 0, len(t.nodes))
+		snap = make([]Event, 0, len(t.nodes)+len(t.waiting))
 		for _, e := range t.nodes {
 			snap = append(snap, Event{Name: e.Name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_ATTACHED, RenewTime: e.RenewTime, DurationSeconds: e.DurationSeconds})
 		}
+		// Waiting nodes carry when they were heard (this collector's
+		// clock), for the subscriber to date them by their age.
+		for name, at := range t.waiting {
+			snap = append(snap, Event{Name: name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING, RenewTime: at})
+		}
 	}
 	return events, snap, overflow
+}
+
+func (t *Table) pruneWaitingLocked(now time.Time) {
+	t.lastPrune = now
+	for name, at := range t.waiting {
+		if now.Sub(at) > WaitingMemory {
+			delete(t.waiting, name)
+		}
+	}
 }

@@ -272,6 +272,14 @@ func (t *Tracker) stream(ctx context.Context, id string, cli collectorv1.FeedSer
 		if err != nil {
 			return err
 		}
+		if got := b.GetCollectorId(); got != "" && got != id {
+			// Another collector now listens at the address (a restart
+			// on the same host and port, before the old one's session
+			// expired): its events are not this feed's, and applied
+			// under this id they would tie nodes to a collector that is
+			// gone. The new one is followed under its own id.
+			return fmt.Errorf("the feed at %s is collector %q's, not %q's", f.info.GetFeedAddress(), got, id)
+		}
 		t.batch(id, f, b)
 	}
 }
@@ -332,10 +340,23 @@ func (t *Tracker) batch(id string, f *feed, b *collectorv1.WatchLivenessResponse
 			// the collector vanishes it gets a fresh grace period. (Left
 			// with no feed, a waiting node was judged through a stall of
 			// the very collector it waited on: 828 Unknowns in a restart.)
+			at := now
+			if b.GetSnapshot() {
+				// A snapshot repeats the nodes heard waiting over the last
+				// 30 s, each with when (the collector's clock): dated that
+				// long before this batch arrived, and ignored unless newer
+				// than what the monitor heard already.
+				if rt, sent := ev.GetRenewTime(), b.GetSentTime(); rt != nil && sent != nil {
+					at = now.Add(-max(sent.AsTime().Sub(rt.AsTime()), 0))
+				}
+				if !at.After(nd.observedAt) {
+					continue
+				}
+			}
 			t.attachLocked(nd, id)
 			nd.detachedFrom = ""
 			nd.renewals++
-			nd.observedAt = now
+			nd.observedAt = at
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_DETACHED, collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_LEAVING:
 			if nd.collector == id {
 				t.attachLocked(nd, "")

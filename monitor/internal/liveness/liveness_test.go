@@ -286,3 +286,85 @@ func TestWaitingIsAHeartbeatOnItsFeed(t *testing.T) {
 		t.Fatal("a waiting node is not held while the feed it waits on is stale")
 	}
 }
+
+// A snapshot's WAITING events are dated by their age at the collector
+// (sent_time − renew_time) before the batch arrived, and count only when
+// newer than what the monitor heard already.
+func TestSnapshotWaitingIsDatedByItsAge(t *testing.T) {
+	clk := &clock{t: time.Unix(1_000_000, 0)}
+	tr, err := New(Config{Now: clk.now}, &source{changed: make(chan struct{})}, zap.NewNop(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &feed{lastBatch: clk.now(), interval: time.Second}
+	tr.feeds["c2"] = f
+	// The collector's clock is an hour off the monitor's: only the
+	// difference of its two timestamps matters.
+	sent := clk.now().Add(time.Hour)
+	snap := func(age time.Duration) *collectorv1.WatchLivenessResponse {
+		return &collectorv1.WatchLivenessResponse{Snapshot: true, SentTime: nodemodel.Timestamp(sent), Events: []*collectorv1.LivenessEvent{{
+			NodeName: "n1", Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING, RenewTime: nodemodel.Timestamp(sent.Add(-age))}}}
+	}
+	tr.batch("c2", f, snap(12*time.Second))
+	n := tr.Node("n1")
+	if want := clk.now().Add(-12 * time.Second); n.Renewals != 1 || !n.ObservedAt.Equal(want) || n.Collector != "c2" {
+		t.Fatalf("after a snapshot WAITING 12 s old: %+v, want one renewal observed at %v on c2", n, want)
+	}
+	// The same wait repeated by a later snapshot is no news.
+	clk.add(time.Second)
+	sent = sent.Add(time.Second)
+	tr.batch("c2", f, snap(13*time.Second))
+	if n := tr.Node("n1"); n.Renewals != 1 {
+		t.Fatalf("a repeated wait counted again: %+v", n)
+	}
+	// A newer one is.
+	tr.batch("c2", f, snap(2*time.Second))
+	if n := tr.Node("n1"); n.Renewals != 2 || !n.ObservedAt.Equal(clk.now().Add(-2*time.Second)) {
+		t.Fatalf("after a newer wait: %+v", n)
+	}
+}
+
+// A feed that turns out to be another collector's (a new collector on the
+// address of one whose session has not expired yet) is not applied under
+// the followed id.
+func TestFeedOfAnotherCollectorIsNotApplied(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	feed := &fakeFeed{batches: make(chan *collectorv1.WatchLivenessResponse, 16)}
+	collectorv1.RegisterFeedServiceServer(srv, feed)
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Stop()
+	src := &source{changed: make(chan struct{})}
+	tr, err := New(Config{Client: grpcclient.Config{TLS: tlsconfig.Config{Insecure: true}, KeepaliveTime: time.Minute, KeepaliveTimeout: time.Minute},
+		Watcher: "test"}, src, zap.NewNop(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = tr.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	src.set(map[string]*collectorv1.CollectorInfo{"old": {Id: "old", FeedAddress: ln.Addr().String()}})
+	wait := func(kind collectorv1.LivenessEventKind, from, node string) {
+		feed.batches <- &collectorv1.WatchLivenessResponse{CollectorId: from, HeartbeatInterval: durationpb.New(time.Second),
+			Events: []*collectorv1.LivenessEvent{{NodeName: node, Kind: kind}}}
+		poll(t, "batch consumed", func() bool { return len(feed.batches) == 0 })
+	}
+	wait(collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING, "new", "n1")
+	// The stream carrying the foreign batch was dropped; the follower
+	// reconnects and reads on: a batch of the right collector is applied.
+	// (Sent until heard: the dropped stream's handler may take one.)
+	poll(t, "n2 heard on old", func() bool {
+		if len(feed.batches) == 0 {
+			feed.batches <- &collectorv1.WatchLivenessResponse{CollectorId: "old", HeartbeatInterval: durationpb.New(time.Second),
+				Events: []*collectorv1.LivenessEvent{{NodeName: "n2", Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING}}}
+		}
+		return tr.Node("n2").Collector == "old"
+	})
+	if n := tr.Node("n1"); n.Collector != "" || n.Renewals != 0 {
+		t.Fatalf("n1, heard only on another collector's feed: %+v", n)
+	}
+}

@@ -43,8 +43,12 @@ const (
 	// capacity). The reporter is alive but not attached; monitors count it
 	// as a heartbeat, the way Kubernetes exempts node leases from API
 	// priority and fairness, so a registration storm after a collector
-	// restart is not mistaken for dead nodes. Never in snapshots; no
-	// renew_time.
+	// restart is not mistaken for dead nodes. As an event it has no
+	// renew_time. Snapshots repeat the nodes heard waiting in the last 30 s
+	// and not attached since, with renew_time = when the collector last
+	// heard them (its clock; a monitor dates them sent_time − renew_time
+	// before the batch arrived): a monitor that subscribes after the event,
+	// as it does to a collector that just started, still hears them.
 	LivenessEventKind_LIVENESS_EVENT_KIND_WAITING LivenessEventKind = 5
 )
 
