@@ -351,6 +351,7 @@ func (c *Client) session(ctx context.Context) (registered bool, err error) {
 	// Transitions are computed against what the control plane shows (which
 	// may carry the monitor's Unknown overrides), not against our memory.
 	s.old = proto.CloneOf(ack.GetNode().GetStatus())
+	s.trustStored(time.Now())
 	return true, s.loop(ctx, recv)
 }
 
@@ -460,6 +461,35 @@ func (s *session) renew() error {
 		RenewTime:            timestamppb.Now(),
 		LeaseDurationSeconds: s.c.cfg.LeaseDurationSeconds,
 	}}})
+}
+
+// trustStored counts the stored status served at registration as this
+// session's last report when its heartbeat is younger than the report
+// frequency: a reconnect (the collector restarted, the connection broke)
+// then sends a status only if it changed, or when the report frequency
+// is up, as it would have on the old stream; the renewal sent at once
+// tells the new collector the node is alive. (Every reporter of a
+// restarted collector sending its unchanged status at once cost that
+// collector a seventh of its CPU while it re-registered the fleet.) A
+// stored status with the monitor's Unknown overrides differs from what
+// the reporter computes, so it is sent at once.
+func (s *session) trustStored(now time.Time) {
+	if at, ok := StoredReport(s.old, now, s.c.cfg.StatusReportFrequency); ok {
+		s.sentOnce, s.lastReport, s.reportDue = true, at, at.Add(s.c.cfg.StatusReportFrequency)
+	}
+}
+
+// StoredReport returns when the stored status st was reported (its Ready
+// condition's heartbeat), and whether that is less than freq before now:
+// then a reconnecting reporter counts it as its last report (trustStored).
+func StoredReport(st *nodev1.NodeStatus, now time.Time, freq time.Duration) (time.Time, bool) {
+	hb := nodemodel.FindCondition(st.GetConditions(), nodemodel.Ready).GetLastHeartbeatTime()
+	if hb == nil {
+		return time.Time{}, false
+	}
+	at := hb.AsTime()
+	age := now.Sub(at)
+	return at, age >= 0 && age < freq
 }
 
 // tick computes the status and sends it when it changed, when forced, or

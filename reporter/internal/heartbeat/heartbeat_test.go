@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
@@ -340,4 +342,76 @@ func TestReconnectBackoffAfterStreamLoss(t *testing.T) {
 		cancel()
 		synctest.Wait()
 	})
+}
+
+// After a reconnect the reporter sends its status at once only when the
+// control plane's copy (served in the Register ack) differs from it or its
+// heartbeat is as old as the report frequency; otherwise the renewal alone
+// goes out at once and the status waits for a change or its period.
+func TestReconnectSkipsTheStatusTheControlPlaneHas(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		served   func(sent *nodev1.NodeStatus) *nodev1.NodeStatus
+		wantSent bool
+	}{
+		{"unchanged and fresh", func(sent *nodev1.NodeStatus) *nodev1.NodeStatus { return sent }, false},
+		{"overridden Unknown", func(sent *nodev1.NodeStatus) *nodev1.NodeStatus {
+			st := proto.CloneOf(sent)
+			c := nodemodel.FindCondition(st.GetConditions(), nodemodel.Ready)
+			c.Status, c.Reason = nodemodel.Unknown, "NodeStatusUnknown"
+			return st
+		}, true},
+		{"heartbeat as old as the report frequency", func(sent *nodev1.NodeStatus) *nodev1.NodeStatus {
+			st := proto.CloneOf(sent)
+			for _, c := range st.GetConditions() {
+				c.LastHeartbeatTime = timestamppb.New(c.GetLastHeartbeatTime().AsTime().Add(-DefaultConfig().StatusReportFrequency))
+			}
+			return st
+		}, true},
+		{"none stored", func(*nodev1.NodeStatus) *nodev1.NodeStatus { return nil }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				col, n := &memCollector{}, newNode()
+				stop := start(t, testConfig(), col, n)
+				defer stop()
+				time.Sleep(30 * time.Second)
+				col.mu.Lock()
+				var sent *nodev1.NodeStatus
+				for _, r := range col.records {
+					if r.kind == "status" {
+						sent = r.req.GetStatus().GetStatus()
+					}
+				}
+				if sent == nil {
+					col.mu.Unlock()
+					t.Fatal("no status sent on the first connect")
+				}
+				col.node = &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: "n1"}, Status: tc.served(sent)}
+				s := col.streams[len(col.streams)-1]
+				col.mu.Unlock()
+				close(s.resps) // the collector goes away; the reporter reconnects
+				broke := time.Now()
+				time.Sleep(10 * time.Second)
+				var after []time.Time
+				for _, at := range col.times("status") {
+					if at.After(broke) {
+						after = append(after, at)
+					}
+				}
+				leases := 0
+				for _, at := range col.times("lease") {
+					if at.After(broke) {
+						leases++
+					}
+				}
+				if leases == 0 {
+					t.Fatal("no renewal after the reconnect")
+				}
+				if got := len(after) > 0; got != tc.wantSent {
+					t.Fatalf("status sent within 10 s of the reconnect: %v, want %v", got, tc.wantSent)
+				}
+			})
+		})
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
@@ -216,5 +217,51 @@ func TestLateRenewalKeepsItsPhase(t *testing.T) {
 	c.lease(0, n, *now, false, due)
 	if d := time.Duration(n.leaseDue - now.UnixNano()); d < sim.renew || d > sim.renew+maxJitter {
 		t.Fatalf("after a whole interval of lag: next renewal in %s from now, want [%s, %s]", d, sim.renew, sim.renew+maxJitter)
+	}
+}
+
+// A virtual node that re-registers does not resend a status the Register
+// ack served back unchanged and fresh (as the real reporter); it does when
+// the served copy differs (the monitor's Unknown) or is a report frequency
+// old, and its next periodic status stays a report frequency after the
+// stored one.
+func TestReconnectSkipsTheStatusTheControlPlaneHas(t *testing.T) {
+	sim, now := testSim(t, 1)
+	t0 := *now
+	first := register(sim, 0, 1).lastStatus(t)
+	sim.connOf(0).handle(event{kind: evDetached, node: 0, gen: 1})
+	statuses := func(cs *captureStream) int {
+		k := 0
+		for _, r := range cs.sent {
+			if r.GetStatus() != nil {
+				k++
+			}
+		}
+		return k
+	}
+	var due time.Time // the node's next status as scheduled at registration
+	reg := func(gen uint32, stored *nodev1.NodeStatus) *captureStream {
+		cs := &captureStream{}
+		sim.connOf(0).handle(event{kind: evRegistered, node: 0, gen: gen, stream: cs, stored: stored})
+		due = time.Unix(0, sim.nodes[0].statusDue)
+		sim.connOf(0).handle(event{kind: evDetached, node: 0, gen: gen})
+		return cs
+	}
+	*now = t0.Add(time.Minute)
+	if cs := reg(2, first); statuses(cs) != 0 || len(cs.sent) == 0 {
+		t.Fatalf("reconnect with the stored status current: sent %v, want a renewal and no status", cs.sent)
+	}
+	if want := t0.Add(sim.cfg.StatusReportFrequency); !due.Equal(want) {
+		t.Errorf("next status due %v, want %v (a report frequency after the stored one)", due, want)
+	}
+	unknown := proto.CloneOf(first)
+	c := nodemodel.FindCondition(unknown.GetConditions(), nodemodel.Ready)
+	c.Status, c.Reason = nodemodel.Unknown, "NodeStatusUnknown"
+	if cs := reg(3, unknown); statuses(cs) != 1 {
+		t.Fatalf("reconnect with the stored status overridden Unknown: %d statuses sent, want 1", statuses(cs))
+	}
+	*now = t0.Add(sim.cfg.StatusReportFrequency)
+	if cs := reg(4, first); statuses(cs) != 1 {
+		t.Fatalf("reconnect a report frequency after the stored status: %d statuses sent, want 1", statuses(cs))
 	}
 }

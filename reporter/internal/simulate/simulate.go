@@ -386,7 +386,7 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 	gen := n.myGen
 	setFlag(&n.flags, flagConnected, true)
 	s.m.connected.Add(1)
-	c.post(event{kind: evRegistered, node: int32(i), gen: gen, stream: stream})
+	c.post(event{kind: evRegistered, node: int32(i), gen: gen, stream: stream, stored: resp.GetAck().GetNode().GetStatus()})
 	defer func() {
 		setFlag(&n.flags, flagConnected, false)
 		s.m.connected.Add(-1)
@@ -569,6 +569,7 @@ type event struct {
 	gen    uint32
 	after  time.Duration
 	stream grpc.BidiStreamingClient[collectorv1.ReportRequest, collectorv1.ReportResponse]
+	stored *nodev1.NodeStatus // evRegistered: the status the Register ack served
 }
 
 // item is a due action in a scheduler's heap.
@@ -664,10 +665,13 @@ func (c *conn) handle(e event) {
 			n.bootTime = now.UnixNano()
 			n.memSince = 0
 		}
-		// As a real reporter: renew and send a full status at once (with
-		// the conditions it kept across the reconnect).
+		// As a real reporter: renew at once, and send a full status (with
+		// the conditions it kept across the reconnect) unless the control
+		// plane already has it.
 		c.lease(int(e.node), n, now, true, 0)
-		c.sendStatus(int(e.node), n, now, true)
+		if !c.storedIsCurrent(int(e.node), n, now, e.stored) {
+			c.sendStatus(int(e.node), n, now, true)
+		}
 	case evDetached:
 		if n.gen == e.gen {
 			n.stream = nil
@@ -761,6 +765,25 @@ func (c *conn) sendStatus(i int, n *vnode, now time.Time, registered bool) {
 	}
 	n.statusDue = now.Add(freq).UnixNano()
 	heap.Push(&c.heap, item{due: n.statusDue, node: int32(i), kind: 1})
+}
+
+// storedIsCurrent reports whether stored, the status served at
+// registration, is what node i would send now and was reported less than
+// the report frequency ago; if so, its next status is scheduled one report
+// frequency after that report, as the real reporter does after a
+// reconnect (heartbeat.StoredReport).
+func (c *conn) storedIsCurrent(i int, n *vnode, now time.Time, stored *nodev1.NodeStatus) bool {
+	s := c.sim
+	if stored == nil || !n.sentStatus || n.memSent != (n.flags.Load()&flagMemPressure != 0) {
+		return false // first status since boot, or a pressure change to send
+	}
+	at, ok := heartbeat.StoredReport(stored, now, s.cfg.StatusReportFrequency)
+	if !ok || nodemodel.StatusChanged(stored, s.status(i, n, now)) {
+		return false
+	}
+	n.statusDue = at.Add(s.cfg.StatusReportFrequency).UnixNano()
+	heap.Push(&c.heap, item{due: n.statusDue, node: int32(i), kind: 1})
+	return true
 }
 
 // leaveAll says Leaving on every stream of this connection.
