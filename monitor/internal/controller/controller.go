@@ -635,8 +635,11 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 			c.lg.Info("node heard again; Unknown overrides lifted", zap.String("node", name))
 		}
 		if res.Marked {
+			// What the live feed last said of it, so an operator (or a
+			// benchmark) can tell a dead reporter from a late feed.
 			c.lg.Warn("node missed its grace period; conditions marked Unknown", zap.String("node", name),
-				zap.Time("lastProbe", rec.Probe), zap.Duration("grace", res.Grace))
+				zap.Time("lastProbe", rec.Probe), zap.Duration("grace", res.Grace),
+				zap.String("feed", lv.Collector), zap.Time("feedObservedAt", lv.ObservedAt), zap.Duration("feedBlind", lv.Blind))
 		}
 	}
 	current := res.Current

@@ -1,8 +1,11 @@
 package controller
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/monitor/internal/lifecycle"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
@@ -109,12 +112,14 @@ type nodesCollector struct {
 func (n nodesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- n.desc }
 
 func (n nodesCollector) Collect(ch chan<- prometheus.Metric) {
-	nodes, _ := n.c.cache.Nodes()
 	type key struct{ cond, status, zone string }
 	counts := map[key]int{}
-	for _, nd := range nodes {
+	types := append(slices.Clone(nodemodel.ReporterConditions), nodemodel.NetworkUnavailable)
+	// Every scrape walks the fleet: in place, without copying or sorting
+	// 100,000 nodes.
+	n.c.cache.EachNode(func(nd *nodev1.Node) {
 		zone := lifecycle.ZoneName(lifecycle.ZoneKey(nd.GetMetadata().GetLabels()))
-		for _, t := range append(nodemodel.ReporterConditions, nodemodel.NetworkUnavailable) {
+		for _, t := range types {
 			st := nodemodel.ConditionStatus(nd.GetStatus().GetConditions(), t)
 			if st == "" {
 				if t != nodemodel.Ready {
@@ -124,7 +129,7 @@ func (n nodesCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			counts[key{t, st, zone}]++
 		}
-	}
+	})
 	for k, v := range counts {
 		ch <- prometheus.MustNewConstMetric(n.desc, prometheus.GaugeValue, float64(v), k.cond, k.status, k.zone)
 	}
