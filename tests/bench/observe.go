@@ -26,6 +26,7 @@ const (
 
 type nodeState struct {
 	lastRenew int64 // observer clock (unix ns) of the latest RENEWED or ATTACHED seen on the feed
+	lastWait  int64 // observer clock of the latest WAITING (the reporter was refused or queued)
 	unknownAt int64 // observer clock of the latest turn to Unknown
 	attached  bool
 	ready     uint8
@@ -39,6 +40,10 @@ type UnknownEvent struct {
 	// SinceRenew: time since the observer last saw a renewal of the node on
 	// the collector's feed.
 	SinceRenew time.Duration
+	// SinceWaiting: time since the observer last saw the node WAITING on
+	// the feed (0: never), which tells a reporter the collector kept
+	// refusing from one it never heard from.
+	SinceWaiting time.Duration
 }
 
 // Observer follows the collector's liveness feed and the monitor's node
@@ -146,6 +151,8 @@ func (o *Observer) feedBatch(m *collectorv1.WatchLivenessResponse, now time.Time
 					o.bins[b]++
 				}
 			}
+		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING:
+			n.lastWait = nowNs
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_DETACHED:
 			if n.attached {
 				n.attached = false
@@ -241,6 +248,9 @@ func (o *Observer) nodeEvent(m *nodev1.WatchNodesResponse, now time.Time) {
 		ev := UnknownEvent{Name: name, At: now}
 		if n.lastRenew > 0 {
 			ev.SinceRenew = time.Duration(now.UnixNano() - n.lastRenew)
+		}
+		if n.lastWait > 0 {
+			ev.SinceWaiting = time.Duration(now.UnixNano() - n.lastWait)
 		}
 		o.unknownEvents = append(o.unknownEvents, ev)
 	}

@@ -738,7 +738,11 @@ func (r *runner) falseUnknowns(from int, _ string) (int, []string) {
 	for _, e := range r.obs.UnknownEvents(from) {
 		if !strings.HasPrefix(e.Name, killPrefix) {
 			if !seen[e.Name] && len(samples) < 10 {
-				samples = append(samples, fmt.Sprintf("%s at %.1fs, %s after its last renewal on the feed", e.Name, e.At.Sub(r.start).Seconds(), fdur(e.SinceRenew.Seconds())))
+				waited := "never seen WAITING"
+				if e.SinceWaiting > 0 {
+					waited = fmt.Sprintf("%s after its last WAITING", fdur(e.SinceWaiting.Seconds()))
+				}
+				samples = append(samples, fmt.Sprintf("%s at %.1fs, %s after its last renewal on the feed, %s", e.Name, e.At.Sub(r.start).Seconds(), fdur(e.SinceRenew.Seconds()), waited))
 			}
 			seen[e.Name] = true
 		}
