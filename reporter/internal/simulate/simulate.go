@@ -193,6 +193,9 @@ func New(cfg Config, lg *zap.Logger, m *Metrics) (*Simulator, error) {
 	return s, nil
 }
 
+// registerTimeout is the real reporter's (heartbeat.DefaultConfig).
+var registerTimeout = heartbeat.DefaultConfig().RegisterTimeout
+
 // connectParams: reconnect a lost connection within ~1 s of the collector
 // listening again. grpc-go's default connection backoff (1 s × 1.6 per
 // failure up to 120 s) leaves a connection that failed through a 15 s
@@ -373,7 +376,13 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 	if err := stream.Send(&collectorv1.ReportRequest{Seq: 1, Message: &collectorv1.ReportRequest_Register{Register: s.register(i)}}); err != nil {
 		return false, false, err
 	}
+	// As a real reporter, give up on a Register unanswered for the
+	// register timeout and start over: a stream stuck somewhere between
+	// here and the collector would otherwise keep the node silent for
+	// good.
+	timeout := time.AfterFunc(registerTimeout, cancel)
 	resp, err := stream.Recv()
+	timeout.Stop()
 	if err != nil || resp.GetAck().GetSeq() != 1 || resp.GetAck().GetError() != nil {
 		// An overloaded collector says how long to stay away (RetryInfo):
 		// runNode waits the longer of that and its backoff, as a real

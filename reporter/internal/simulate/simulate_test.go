@@ -5,13 +5,18 @@ package simulate
 
 import (
 	"context"
+	"net"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 
 	"github.com/nodepulse/nodepulse/reporter/internal/collectortest"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
@@ -207,6 +212,48 @@ func BenchmarkSimulatorRegister(b *testing.B) {
 		b.ReportMetric(float64(cpu.Nanoseconds())/float64(msgs), "cpu-ns/msg(sim+fake)")
 		b.ReportMetric(float64(msgs)/wall.Seconds(), "msgs/s")
 	}
+	cancel()
+	<-done
+}
+
+// silentCollector reads each stream's Register and never answers it.
+type silentCollector struct {
+	collectorv1.UnimplementedCollectorServiceServer
+	streams atomic.Int32
+}
+
+func (c *silentCollector) Report(s grpc.BidiStreamingServer[collectorv1.ReportRequest, collectorv1.ReportResponse]) error {
+	c.streams.Add(1)
+	if _, err := s.Recv(); err != nil {
+		return err
+	}
+	<-s.Context().Done()
+	return nil
+}
+
+// A virtual node gives up on a Register left unanswered for the register
+// timeout and registers again on a new stream, as a real reporter does.
+func TestUnansweredRegisterIsRetried(t *testing.T) {
+	old := registerTimeout
+	registerTimeout = 200 * time.Millisecond
+	defer func() { registerTimeout = old }()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	col := &silentCollector{}
+	collectorv1.RegisterCollectorServiceServer(srv, col)
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Stop()
+	sim, err := New(simConfig(ln.Addr().String(), 1), zap.NewNop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- sim.Run(ctx) }()
+	waitFor(t, "a second Register stream", func() bool { return col.streams.Load() >= 2 })
 	cancel()
 	<-done
 }
