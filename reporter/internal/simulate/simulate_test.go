@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc"
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
-
 	"github.com/nodepulse/nodepulse/reporter/internal/collectortest"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
