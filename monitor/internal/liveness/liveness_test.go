@@ -98,7 +98,9 @@ func poll(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func TestTrackerFollowsFeed(t *testing.T) {
+// startFeed serves a fakeFeed on a real gRPC server on loopback.
+func startFeed(t *testing.T) (*fakeFeed, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -107,20 +109,33 @@ func TestTrackerFollowsFeed(t *testing.T) {
 	feed := &fakeFeed{batches: make(chan *collectorv1.WatchLivenessResponse, 16)}
 	collectorv1.RegisterFeedServiceServer(srv, feed)
 	go func() { _ = srv.Serve(ln) }()
-	defer srv.Stop()
+	t.Cleanup(srv.Stop)
+	return feed, ln.Addr().String()
+}
 
-	clk := &clock{t: time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)}
-	src := &source{changed: make(chan struct{})}
+// runTracker runs a tracker on src (clock now, nil: time.Now) until the
+// test ends.
+func runTracker(t *testing.T, src *source, now func() time.Time) *Tracker {
+	t.Helper()
 	tr, err := New(Config{Client: grpcclient.Config{TLS: tlsconfig.Config{Insecure: true}, KeepaliveTime: time.Minute, KeepaliveTimeout: time.Minute},
-		Watcher: "test", Now: clk.now}, src, zap.NewNop(), nil, nil)
+		Watcher: "test", Now: now}, src, zap.NewNop(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = tr.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	src.set(map[string]*collectorv1.CollectorInfo{"c1": {Id: "c1", FeedAddress: ln.Addr().String()}})
+	t.Cleanup(func() { cancel(); <-done })
+	return tr
+}
+
+func TestTrackerFollowsFeed(t *testing.T) {
+	feed, addr := startFeed(t)
+	clk := &clock{t: time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)}
+	src := &source{changed: make(chan struct{})}
+	tr := runTracker(t, src, clk.now)
+	ctx := t.Context()
+	src.set(map[string]*collectorv1.CollectorInfo{"c1": {Id: "c1", FeedAddress: addr}})
 
 	reporterClock := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC) // skewed: never compared with ours
 	hb := durationpb.New(time.Second)
@@ -175,23 +190,15 @@ func TestTrackerFollowsFeed(t *testing.T) {
 	poll(t, "n2 and n4 detached", func() bool { return tr.Node("n2").Collector == "" && tr.Node("n4").Collector == "" })
 	// n4 attaches to another collector before c1 is gone: it is not owed
 	// anything (its renewals flow again).
-	ln2, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv2 := grpc.NewServer()
-	feed2 := &fakeFeed{batches: make(chan *collectorv1.WatchLivenessResponse, 16)}
-	collectorv1.RegisterFeedServiceServer(srv2, feed2)
-	go func() { _ = srv2.Serve(ln2) }()
-	defer srv2.Stop()
-	src.set(map[string]*collectorv1.CollectorInfo{"c1": {Id: "c1", FeedAddress: ln.Addr().String()}, "c2": {Id: "c2", FeedAddress: ln2.Addr().String()}})
+	feed2, addr2 := startFeed(t)
+	src.set(map[string]*collectorv1.CollectorInfo{"c1": {Id: "c1", FeedAddress: addr}, "c2": {Id: "c2", FeedAddress: addr2}})
 	feed2.batches <- &collectorv1.WatchLivenessResponse{CollectorId: "c2", HeartbeatInterval: hb, Events: []*collectorv1.LivenessEvent{
 		{NodeName: "n4", Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_ATTACHED, RenewTime: nodemodel.Timestamp(reporterClock.Add(time.Second))}}}
 	poll(t, "n4 attached to c2", func() bool { return tr.Node("n4").Collector == "c2" })
 
 	// The collector vanishes: its nodes get a fresh grace period, including
 	// the ones it sent away that have not attached anywhere yet.
-	src.set(map[string]*collectorv1.CollectorInfo{"c2": {Id: "c2", FeedAddress: ln2.Addr().String()}})
+	src.set(map[string]*collectorv1.CollectorInfo{"c2": {Id: "c2", FeedAddress: addr2}})
 	poll(t, "collector removal", func() bool { return tr.Node("n1").Epoch == 1 })
 	if n := tr.Node("n1"); n.Collector != "" || n.Paused {
 		t.Fatalf("after removal: %+v", n)
@@ -328,26 +335,10 @@ func TestSnapshotWaitingIsDatedByItsAge(t *testing.T) {
 // address of one whose session has not expired yet) is not applied under
 // the followed id.
 func TestFeedOfAnotherCollectorIsNotApplied(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	feed := &fakeFeed{batches: make(chan *collectorv1.WatchLivenessResponse, 16)}
-	collectorv1.RegisterFeedServiceServer(srv, feed)
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Stop()
+	feed, addr := startFeed(t)
 	src := &source{changed: make(chan struct{})}
-	tr, err := New(Config{Client: grpcclient.Config{TLS: tlsconfig.Config{Insecure: true}, KeepaliveTime: time.Minute, KeepaliveTimeout: time.Minute},
-		Watcher: "test"}, src, zap.NewNop(), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = tr.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	src.set(map[string]*collectorv1.CollectorInfo{"old": {Id: "old", FeedAddress: ln.Addr().String()}})
+	tr := runTracker(t, src, nil)
+	src.set(map[string]*collectorv1.CollectorInfo{"old": {Id: "old", FeedAddress: addr}})
 	wait := func(kind collectorv1.LivenessEventKind, from, node string) {
 		feed.batches <- &collectorv1.WatchLivenessResponse{CollectorId: from, HeartbeatInterval: durationpb.New(time.Second),
 			Events: []*collectorv1.LivenessEvent{{NodeName: node, Kind: kind}}}
