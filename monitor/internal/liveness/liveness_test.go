@@ -270,17 +270,25 @@ func TestBlindTimeCountsStaleGapsPerNode(t *testing.T) {
 	}
 }
 
-// A WAITING event (the reporter waits for, or was refused, registration)
-// is a heartbeat dated on arrival, and ties the node to the feed it came
-// on: that feed going stale holds it.
-func TestWaitingIsAHeartbeatOnItsFeed(t *testing.T) {
+// trackerWithFeed is a tracker on a fake clock that is not running, with
+// one feed (collector id) whose last batch is now; tests hand it batches.
+func trackerWithFeed(t *testing.T, id string) (*Tracker, *clock, *feed) {
+	t.Helper()
 	clk := &clock{t: time.Unix(1_000_000, 0)}
 	tr, err := New(Config{Now: clk.now}, &source{changed: make(chan struct{})}, zap.NewNop(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &feed{lastBatch: clk.now(), interval: time.Second}
-	tr.feeds["c2"] = f
+	tr.feeds[id] = f
+	return tr, clk, f
+}
+
+// A WAITING event (the reporter waits for, or was refused, registration)
+// is a heartbeat dated on arrival, and ties the node to the feed it came
+// on: that feed going stale holds it.
+func TestWaitingIsAHeartbeatOnItsFeed(t *testing.T) {
+	tr, clk, f := trackerWithFeed(t, "c2")
 	clk.add(500 * time.Millisecond)
 	tr.batch("c2", f, &collectorv1.WatchLivenessResponse{Events: []*collectorv1.LivenessEvent{{
 		NodeName: "n1", Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING}}})
@@ -298,13 +306,7 @@ func TestWaitingIsAHeartbeatOnItsFeed(t *testing.T) {
 // (sent_time − renew_time) before the batch arrived, and count only when
 // newer than what the monitor heard already.
 func TestSnapshotWaitingIsDatedByItsAge(t *testing.T) {
-	clk := &clock{t: time.Unix(1_000_000, 0)}
-	tr, err := New(Config{Now: clk.now}, &source{changed: make(chan struct{})}, zap.NewNop(), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &feed{lastBatch: clk.now(), interval: time.Second}
-	tr.feeds["c2"] = f
+	tr, clk, f := trackerWithFeed(t, "c2")
 	// The collector's clock is an hour off the monitor's: only the
 	// difference of its two timestamps matters.
 	sent := clk.now().Add(time.Hour)
