@@ -16,6 +16,8 @@ type Metrics struct {
 	ackLatency      prometheus.Histogram
 	ackErrors       prometheus.Counter
 	streamErrors    prometheus.Counter
+	connStates      *prometheus.GaugeVec
+	connLost        prometheus.Counter
 }
 
 // NewMetrics creates the metrics, registered on reg when not nil.
@@ -38,10 +40,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Acks that refused a request."}),
 		streamErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodepulse_sim_stream_errors_total",
 			Help: "Streams that failed to open or register, or broke (excluding deliberate stops)."}),
+		connStates: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nodepulse_sim_connections",
+			Help: "gRPC connections to collectors by connectivity state."}, []string{"state"}),
+		connLost: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodepulse_sim_connections_lost_total",
+			Help: "Times a READY connection left READY (server gone, keepalive timeout, GOAWAY)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.nodes, m.connected, m.registrations, m.registerLatency, m.renewals, m.statuses,
-			m.ackLatency, m.ackErrors, m.streamErrors)
+			m.ackLatency, m.ackErrors, m.streamErrors, m.connStates, m.connLost)
 	}
 	return m
 }

@@ -37,7 +37,10 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
@@ -230,6 +233,7 @@ func (s *Simulator) Run(ctx context.Context) error {
 	for _, c := range s.conns {
 		sched.Add(1)
 		go func() { defer sched.Done(); c.schedule(ctx) }()
+		go c.watchState(ctx)
 	}
 	go s.ramp(ctx)
 	go s.runFaults(ctx, s.cfg.Faults)
@@ -344,6 +348,9 @@ func (s *Simulator) runNode(i int) {
 			continue
 		}
 		s.m.streamErrors.Inc()
+		if err != nil && status.Code(err) != codes.ResourceExhausted && s.streamCtx.Err() == nil {
+			c.noteBroken(s.Name(i), err) // not a refusal: a failed open or register
+		}
 		select {
 		case <-s.streamCtx.Done():
 			return
@@ -404,6 +411,9 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
+			if s.streamCtx.Err() == nil && n.flags.Load()&flagStopped == 0 {
+				c.noteBroken(s.Name(i), err)
+			}
 			return true, false, nil
 		}
 		switch m := resp.GetMessage().(type) {
@@ -610,6 +620,47 @@ type conn struct {
 	inbox  chan event
 	mu     sync.Mutex
 	heap   itemHeap
+	// lastBroken (unix ns) rate-limits noteBroken.
+	lastBroken atomic.Int64
+}
+
+// noteBroken logs why a stream failed or broke, at most once per
+// connection every 10 s: when a connection dies all its streams break at
+// once, and one line with the transport's reason (a keepalive timeout, a
+// reset, the server closing) is what tells who cut it.
+func (c *conn) noteBroken(node string, err error) {
+	now := time.Now().UnixNano()
+	last := c.lastBroken.Load()
+	if now-last < int64(10*time.Second) || !c.lastBroken.CompareAndSwap(last, now) {
+		return
+	}
+	c.sim.lg.Warn("stream failed", zap.Int("conn", c.idx), zap.String("node", node), zap.Error(err))
+}
+
+// watchState keeps nodepulse_sim_connections by state and logs every time
+// the connection leaves READY or gets back to it. A connection carries
+// ~100 virtual nodes: while it is not READY, all of them are silent (their
+// streams wait for it), so these lines are what explains a burst of
+// Unknown nodes that all share one connection.
+func (c *conn) watchState(ctx context.Context) {
+	st := c.cc.GetState()
+	c.sim.m.connStates.WithLabelValues(st.String()).Inc()
+	var lostAt time.Time
+	for c.cc.WaitForStateChange(ctx, st) {
+		next := c.cc.GetState()
+		c.sim.m.connStates.WithLabelValues(st.String()).Dec()
+		c.sim.m.connStates.WithLabelValues(next.String()).Inc()
+		switch {
+		case st == connectivity.Ready:
+			lostAt = time.Now()
+			c.sim.m.connLost.Inc()
+			c.sim.lg.Warn("connection left READY", zap.Int("conn", c.idx), zap.Stringer("state", next))
+		case next == connectivity.Ready && !lostAt.IsZero():
+			c.sim.lg.Warn("connection READY again after an outage", zap.Int("conn", c.idx), zap.Duration("after", time.Since(lostAt)))
+		}
+		st = next
+	}
+	c.sim.m.connStates.WithLabelValues(st.String()).Dec()
 }
 
 func (c *conn) post(e event) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
@@ -255,4 +256,38 @@ func TestUnansweredRegisterIsRetried(t *testing.T) {
 	waitFor(t, "a second Register stream", func() bool { return col.streams.Load() >= 2 })
 	cancel()
 	<-done
+}
+
+// The connections gauge follows each connection's state, and a connection
+// that leaves READY (its collector went away) is counted once, then seen
+// READY again when a collector listens on the address again.
+func TestConnectionStatesAreTracked(t *testing.T) {
+	col := collectortest.Start(t, "A")
+	addr := col.Addr()
+	m := NewMetrics(nil)
+	sim, err := New(simConfig(addr, 20), zap.NewNop(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- sim.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	ready := func() float64 { return testutil.ToFloat64(m.connStates.WithLabelValues("READY")) }
+	waitFor(t, "the connection READY", func() bool { return ready() == 1 && col.Connected() == 20 })
+	if n := testutil.ToFloat64(m.connLost); n != 0 {
+		t.Fatalf("%v connections lost before any fault", n)
+	}
+	col.Stop()
+	waitFor(t, "the connection lost", func() bool { return ready() == 0 && testutil.ToFloat64(m.connLost) == 1 })
+	col2, err := collectortest.New("B", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer col2.Stop()
+	waitFor(t, "READY again and the nodes back", func() bool { return ready() == 1 && col2.Connected() == 20 })
+	if n := testutil.ToFloat64(m.connLost); n != 1 {
+		t.Fatalf("%v connections lost, want 1", n)
+	}
 }
