@@ -53,6 +53,8 @@ type runner struct {
 	problems  []string
 	profiles  []string
 	profileWG sync.WaitGroup
+	// stallDumps counts the feed stalls dumped so far (dumpStall).
+	stallDumps int
 
 	collArgs []string
 	report   *Report
@@ -322,6 +324,7 @@ func (r *runner) sampler(ctx context.Context) {
 	var prevWriter uint64
 	prevSim := map[string][]PromBucket{}
 	var prevWH HistSnapshot
+	var silentSince time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -377,6 +380,21 @@ func (r *runner) sampler(ctx context.Context) {
 			}
 		} else {
 			prevWriter, prevWH = 0, HistSnapshot{}
+		}
+		// Attached nodes renew ~N/10 times a second: a feed that shows none
+		// for 3 s is a stall somewhere between the simulator and the feed.
+		// Say where every goroutine waits, while it lasts.
+		if prev != nil && v.Attached > 1000 && v.Renewals == prevRenew {
+			if silentSince.IsZero() {
+				silentSince = prev.at
+			}
+			if now.Sub(silentSince) >= 3*time.Second && r.stallDumps < maxStallDumps {
+				r.stallDumps++
+				r.dumpStall(ctx, now.Sub(r.start), now.Sub(silentSince))
+				silentSince = now
+			}
+		} else {
+			silentSince = time.Time{}
 		}
 		r.tlMu.Lock()
 		for k, m := range rss {
@@ -450,6 +468,37 @@ func (r *runner) profile(ctx context.Context, stage string, d time.Duration) {
 			}
 			r.tlMu.Lock()
 			r.profiles = append(r.profiles, f, h)
+			r.tlMu.Unlock()
+		}()
+	}
+}
+
+// maxStallDumps bounds dumpStall per run: each dump of ~100,000
+// goroutines briefly stops the process it reads.
+const maxStallDumps = 2
+
+// dumpStall saves where the goroutines of the collector, the simulator and
+// the monitor wait (pprof goroutine, debug=1) during a feed stall, into
+// profiles/stall-<t>s-<role>.goroutines.txt, in the background.
+func (r *runner) dumpStall(ctx context.Context, at, silent time.Duration) {
+	r.logf("feed stall: no renewals on the feed for %.1f s; dumping goroutines", silent.Seconds())
+	dir := filepath.Join(r.out, "profiles")
+	_ = os.MkdirAll(dir, 0o755)
+	for role, base := range map[string]string{"collector": r.collAdmin, "monitor": r.monAdmin, "sim": r.simAdmin} {
+		if !r.alive(role) {
+			continue
+		}
+		r.profileWG.Add(1)
+		go func() {
+			defer r.profileWG.Done()
+			c := &http.Client{Timeout: time.Minute}
+			f := filepath.Join(dir, fmt.Sprintf("stall-%.0fs-%s.goroutines.txt", at.Seconds(), role))
+			if err := fetch(ctx, c, "http://"+base+"/debug/pprof/goroutine?debug=1", f); err != nil {
+				r.logf("stall dump %s: %v", role, err)
+				return
+			}
+			r.tlMu.Lock()
+			r.profiles = append(r.profiles, f)
 			r.tlMu.Unlock()
 		}()
 	}
@@ -1036,6 +1085,13 @@ func (r *runner) addStage(name, system string, nodes int, a, b *snap, pre *snap)
 			s.Note += fmt.Sprintf(", %s refused registrations reported alive (WAITING)", fnum(wt, 0))
 		}
 		s.StatusReports, s.StatusUnchanged, s.StatusTxns = recv, unch, wr
+		// A lost connection silences every node on it until it is back:
+		// the first thing to look at when Unknowns come in clusters.
+		if as, bs := a.sims["sim"], b.sims["sim"]; as != nil && bs != nil {
+			if lost := counterDelta(as, bs, "nodepulse_sim_connections_lost_total"); lost > 0 {
+				s.Note += fmt.Sprintf("; simulator: %s connections lost (left READY)", fnum(lost, 0))
+			}
+		}
 	}
 	if a.mon != nil && b.mon != nil && system == "nodepulse" {
 		hw := counterDelta(a.mon, b.mon, "nodepulse_monitor_health_writes_total")
