@@ -113,8 +113,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Admin.RegisterFlags(fs, fmt.Sprintf(":%d", admin.MonitorAdmin))
 	c.Etcd.RegisterFlags(fs)
 	c.Collector.TLS.RegisterFlags(fs, "collector", true)
-	fs.DurationVar(&c.Collector.KeepaliveTime, "collector.keepalive-time", 10*time.Second, "ping a collector feed after this long without traffic")
-	fs.DurationVar(&c.Collector.KeepaliveTimeout, "collector.keepalive-timeout", 5*time.Second, "treat a feed connection as dead when a ping is not answered within this")
+	fs.DurationVar(&c.Collector.KeepaliveTime, "collector.keepalive-time", grpcclient.DefaultKeepaliveTime, "ping a collector feed after this long without traffic")
+	fs.DurationVar(&c.Collector.KeepaliveTimeout, "collector.keepalive-timeout", grpcclient.DefaultKeepaliveTimeout, "treat a feed connection as dead when a ping is not answered within this")
 	c.Collector.MaxRecvMsgSize = 64 << 20
 
 	d := lifecycle.DefaultConfig()

@@ -87,8 +87,8 @@ func DefaultConfig() Config {
 		ShutdownTimeout:                  10 * time.Second,
 		Collector: grpcclient.Config{
 			Addresses:        fmt.Sprintf("127.0.0.1:%d", 9090),
-			KeepaliveTime:    10 * time.Second,
-			KeepaliveTimeout: 5 * time.Second,
+			KeepaliveTime:    grpcclient.DefaultKeepaliveTime,
+			KeepaliveTimeout: grpcclient.DefaultKeepaliveTimeout,
 			MaxRecvMsgSize:   16 << 20,
 		},
 		Admin: admin.Config{ListenAddress: fmt.Sprintf(":%d", admin.ReporterAdmin)},

@@ -33,6 +33,11 @@ type Config struct {
 	// KeepaliveTime: ping the server after this long without activity, so a
 	// dead server or a silent partition is noticed within
 	// KeepaliveTime+KeepaliveTimeout even on an idle stream.
+	//
+	// KeepaliveTimeout is not short (DefaultKeepaliveTimeout): a server
+	// that answers a ping late is busy, not gone, and cutting its
+	// connection brings every stream on it back as a new registration,
+	// which is more load on the server that was too busy.
 	KeepaliveTime    time.Duration
 	KeepaliveTimeout time.Duration
 	// MaxRecvMsgSize bounds one inbound message.
@@ -43,8 +48,8 @@ type Config struct {
 func (c *Config) RegisterFlags(fs *flag.FlagSet, prefix, defAddr, what string) {
 	fs.StringVar(&c.Addresses, prefix+".addresses", defAddr, what+": comma-separated host:port list, or dns:///name:port to balance over every address the name resolves to")
 	c.TLS.RegisterFlags(fs, prefix, true)
-	fs.DurationVar(&c.KeepaliveTime, prefix+".keepalive-time", 10*time.Second, "ping the server after this long without traffic")
-	fs.DurationVar(&c.KeepaliveTimeout, prefix+".keepalive-timeout", 5*time.Second, "treat the connection as dead when a ping is not answered within this")
+	fs.DurationVar(&c.KeepaliveTime, prefix+".keepalive-time", DefaultKeepaliveTime, "ping the server after this long without traffic")
+	fs.DurationVar(&c.KeepaliveTimeout, prefix+".keepalive-timeout", DefaultKeepaliveTimeout, "treat the connection as dead when a ping is not answered within this")
 	c.MaxRecvMsgSize = 16 << 20
 }
 
@@ -70,6 +75,18 @@ const serviceConfig = `{"loadBalancingConfig":[{"round_robin":{}}],"healthCheckC
 // does not come back in lockstep; a refused connect costs the server
 // nothing, so this stays cheap while a collector is down.
 var ConnectBackoff = backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 10 * time.Second}
+
+// Defaults of the keepalive: a silent server is noticed within 25 s of the
+// last frame from it, which leaves a reporter 15 s of the 40 s grace period
+// to fail over. The timeout was 5 s until a collector restart at 100,000
+// nodes on a saturated machine: the new collector, busy registering the
+// fleet, answered pings later than that, and the reporters' side cut 66
+// connections ("keepalive ping failed to receive ACK within timeout"), each
+// carrying ~100 simulated nodes that then went Unknown.
+const (
+	DefaultKeepaliveTime    = 10 * time.Second
+	DefaultKeepaliveTimeout = 15 * time.Second
+)
 
 // Dial creates a client connection (lazily connecting). metrics may be nil.
 func Dial(c Config, metrics *grpcprom.ClientMetrics, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
