@@ -1,0 +1,244 @@
+package live
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
+)
+
+const (
+	attached = collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_ATTACHED
+	renewed  = collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_RENEWED
+	detached = collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_DETACHED
+	waiting  = collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING
+)
+
+// Renewals racing with Takes: every event comes out exactly once, each
+// node's in the order it happened, whichever shard it lives in.
+func TestTakeKeepsEachNodesOrder(t *testing.T) {
+	tbl := New(1 << 20)
+	t0 := time.Unix(1_700_000_000, 0)
+	const nodes, renewals = 200, 50
+	gens := make([]uint64, nodes)
+	for i := range nodes {
+		gens[i] = tbl.Attach(fmt.Sprintf("n-%03d", i), "uid", t0)
+	}
+	var all []Event
+	done := make(chan struct{})
+	var takes sync.WaitGroup
+	takes.Add(1)
+	go func() {
+		defer takes.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			ev, _, overflow := tbl.Take(false, t0)
+			if overflow {
+				t.Error("overflow with a 1 Mi buffer")
+			}
+			all = append(all, ev...)
+		}
+	}()
+	var wg sync.WaitGroup
+	for i := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := 1; r <= renewals; r++ {
+				if !tbl.Renew(fmt.Sprintf("n-%03d", i), gens[i], t0.Add(time.Duration(r)*time.Second), 40) {
+					t.Errorf("renewal %d of n-%03d refused", r, i)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(done)
+	takes.Wait()
+	ev, _, _ := tbl.Take(false, t0)
+	all = append(all, ev...)
+
+	next := map[string]int{}
+	for _, e := range all {
+		switch e.Kind {
+		case attached:
+			if next[e.Name] != 0 {
+				t.Fatalf("%s attached after its renewals", e.Name)
+			}
+			next[e.Name] = 1
+		case renewed:
+			want := t0.Add(time.Duration(next[e.Name]) * time.Second)
+			if !e.RenewTime.Equal(want) {
+				t.Fatalf("%s: renewal %v out of order, want %v", e.Name, e.RenewTime, want)
+			}
+			next[e.Name]++
+		}
+	}
+	if len(next) != nodes {
+		t.Fatalf("events of %d nodes, want %d", len(next), nodes)
+	}
+	for name, n := range next {
+		if n != renewals+1 {
+			t.Fatalf("%s: %d renewals taken, want %d", name, n-1, renewals)
+		}
+	}
+	if got := tbl.Unpersisted(); got != nodes {
+		t.Fatalf("Unpersisted = %d, want %d", got, nodes)
+	}
+}
+
+// A snapshot lists every attached node with its latest renewal and the nodes
+// heard waiting, and only those.
+func TestSnapshot(t *testing.T) {
+	tbl := New(1 << 10)
+	t0 := time.Unix(1_700_000_000, 0)
+	for i := range 100 {
+		name := fmt.Sprintf("a-%02d", i)
+		g := tbl.Attach(name, "uid", t0)
+		tbl.Renew(name, g, t0.Add(time.Second), 40)
+		if i%10 == 0 {
+			tbl.Detach(name, g)
+		}
+	}
+	tbl.Waiting("w-1", t0.Add(2*time.Second))
+	tbl.Waiting("a-01", t0) // then attached: no longer waiting
+	tbl.Attach("a-01", "uid", t0.Add(3*time.Second))
+
+	_, snap, _ := tbl.Take(true, t0.Add(5*time.Second))
+	got := map[string]Event{}
+	for _, e := range snap {
+		got[e.Name] = e
+	}
+	if len(got) != 91 || len(snap) != 91 {
+		t.Fatalf("snapshot of %d events (%d names), want 90 attached + 1 waiting", len(snap), len(got))
+	}
+	if e := got["a-05"]; e.Kind != attached || !e.RenewTime.Equal(t0.Add(time.Second)) {
+		t.Fatalf("a-05 = %+v", e)
+	}
+	if e := got["w-1"]; e.Kind != waiting || !e.RenewTime.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("w-1 = %+v", e)
+	}
+	if _, ok := got["a-10"]; ok {
+		t.Fatal("a detached node is in the snapshot")
+	}
+	if tbl.Len() != 90 || len(tbl.Names()) != 90 {
+		t.Fatalf("Len %d, Names %d, want 90", tbl.Len(), len(tbl.Names()))
+	}
+
+	// Waiting nodes are forgotten WaitingMemory after they were heard.
+	_, snap, _ = tbl.Take(true, t0.Add(2*time.Second+WaitingMemory+time.Millisecond))
+	for _, e := range snap {
+		if e.Kind == waiting {
+			t.Fatalf("%s still waiting past WaitingMemory", e.Name)
+		}
+	}
+}
+
+// Events beyond the buffer are dropped, and the next Take says so and
+// brings a snapshot of every shard.
+func TestOverflowBringsSnapshot(t *testing.T) {
+	tbl := New(numShards) // one event per shard
+	t0 := time.Unix(1_700_000_000, 0)
+	for i := range 1000 {
+		tbl.Attach(fmt.Sprintf("n-%04d", i), "uid", t0)
+	}
+	ev, snap, overflow := tbl.Take(false, t0)
+	if !overflow {
+		t.Fatal("no overflow after 1,000 events in a 64-event buffer")
+	}
+	if len(ev) > numShards {
+		t.Fatalf("%d events kept, buffer is %d", len(ev), numShards)
+	}
+	if len(snap) != 1000 {
+		t.Fatalf("snapshot of %d nodes, want 1,000", len(snap))
+	}
+	if _, _, overflow := tbl.Take(false, t0); overflow {
+		t.Fatal("overflow reported twice")
+	}
+}
+
+// A renewal of a replaced attachment is refused, and the old attachment's
+// Detach does not remove the new one.
+func TestGenerations(t *testing.T) {
+	tbl := New(1 << 10)
+	t0 := time.Unix(1_700_000_000, 0)
+	g1 := tbl.Attach("n", "uid", t0)
+	g2 := tbl.Attach("n", "uid", t0)
+	if g2 <= g1 {
+		t.Fatalf("generations %d then %d", g1, g2)
+	}
+	if tbl.Renew("n", g1, t0, 40) {
+		t.Fatal("renewal of a replaced attachment accepted")
+	}
+	if tbl.Detach("n", g1) {
+		t.Fatal("detach of a replaced attachment accepted")
+	}
+	if !tbl.Renew("n", g2, t0.Add(time.Second), 40) {
+		t.Fatal("renewal of the current attachment refused")
+	}
+	tbl.MarkPersisted("n", g2, t0.Add(time.Second))
+	if e, ok := tbl.Get("n", 0); !ok || e.Dirty || !e.Persisted || tbl.Unpersisted() != 0 {
+		t.Fatalf("after MarkPersisted: %+v, unpersisted %d", e, tbl.Unpersisted())
+	}
+	if !tbl.Detach("n", g2) || tbl.Len() != 0 {
+		t.Fatal("current attachment not detached")
+	}
+	ev, _, _ := tbl.Take(false, t0)
+	if n := len(ev); n != 4 || ev[3].Kind != detached {
+		t.Fatalf("events %+v", ev)
+	}
+}
+
+// BenchmarkRenewContended: renewals from 10,000 goroutines at once, as the
+// collector's stream goroutines make them, each yielding between renewals
+// (a stream goroutine waits for its next message), with the feed taking
+// events every 250 ms: one lock against the shards.
+func BenchmarkRenewContended(b *testing.B) {
+	for _, shards := range []int{1, numShards} {
+		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
+			tbl := newTable(1<<24, shards)
+			t0 := time.Unix(1_700_000_000, 0)
+			const streams = 10_000
+			names := make([]string, streams)
+			gens := make([]uint64, streams)
+			for i := range names {
+				names[i] = fmt.Sprintf("node-%05d", i)
+				gens[i] = tbl.Attach(names[i], "uid", t0)
+			}
+			stop := make(chan struct{})
+			go func() {
+				t := time.NewTicker(250 * time.Millisecond)
+				defer t.Stop()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-t.C:
+						tbl.Take(false, t0)
+					}
+				}
+			}()
+			defer close(stop)
+			per := max(1, b.N/streams) // ns/op is per renewal when b.N ≥ streams
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for i := range streams {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for r := range per {
+						tbl.Renew(names[i], gens[i], t0.Add(time.Duration(r+1)), 40)
+						runtime.Gosched()
+					}
+				}()
+			}
+			wg.Wait()
+		})
+	}
+}
