@@ -384,7 +384,7 @@ func (r *runner) sampler(ctx context.Context) {
 		// Attached nodes renew ~N/10 times a second: a feed that shows none
 		// for 3 s is a stall somewhere between the simulator and the feed.
 		// Say where every goroutine waits, while it lasts.
-		if prev != nil && v.Attached > 1000 && v.Renewals == prevRenew {
+		if prev != nil && v.Attached > 1000 && v.Renewals == prevRenew && r.alive("collector") && r.alive("sim") {
 			if silentSince.IsZero() {
 				silentSince = prev.at
 			}
