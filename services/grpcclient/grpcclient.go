@@ -80,9 +80,9 @@ var ConnectBackoff = backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jit
 // last frame from it, which leaves a reporter 15 s of the 40 s grace period
 // to fail over. The timeout was 5 s until a collector restart at 100,000
 // nodes on a saturated machine: the new collector, busy registering the
-// fleet, answered pings later than that, and the reporters' side cut 66
-// connections ("keepalive ping failed to receive ACK within timeout"), each
-// carrying ~100 simulated nodes that then went Unknown.
+// fleet, answered pings later than that, and the reporters' side cut 46 of
+// the 66 connections lost ("keepalive ping failed to receive ACK within
+// timeout"), each carrying ~100 simulated nodes that then went Unknown.
 const (
 	DefaultKeepaliveTime    = 10 * time.Second
 	DefaultKeepaliveTimeout = 15 * time.Second

@@ -52,13 +52,19 @@ func (g *gateStore) GetMany(ctx context.Context, refs []nodestore.Ref) ([]nodest
 
 func newGated(t *testing.T, concurrency int) (*Persister, *gateStore, context.Context) {
 	t.Helper()
-	mem := memstore.New(memstore.Config{})
 	// Three ops per Txn: one node per registration batch, so every
 	// registration is its own batch and concurrency is visible directly.
-	g := &gateStore{Store: mem, maxOps: 3, gate: make(chan struct{})}
+	return newGatedOps(t, concurrency, 3, 0)
+}
+
+// newGatedOps: maxOps per Txn, and the commit window a batch waits for more.
+func newGatedOps(t *testing.T, concurrency, maxOps int, window time.Duration) (*Persister, *gateStore, context.Context) {
+	t.Helper()
+	mem := memstore.New(memstore.Config{})
+	g := &gateStore{Store: mem, maxOps: maxOps, gate: make(chan struct{})}
 	cfg := DefaultConfig()
 	cfg.CollectorID = "c-test"
-	cfg.CommitWindow = 0
+	cfg.CommitWindow = window
 	cfg.RegisterConcurrency = concurrency
 	cfg.PingInterval = time.Hour
 	p, err := New(cfg, g, live.New(1<<10), zap.NewNop(), nil)
@@ -148,6 +154,46 @@ func TestConcurrentBatchesSameNameAgree(t *testing.T) {
 	}
 	if u0, u1 := res[0].Node.GetMetadata().GetUid(), res[1].Node.GetMetadata().GetUid(); u0 != u1 {
 		t.Fatalf("uids differ: %s vs %s", u0, u1)
+	}
+}
+
+// Two requests for one name in the same batch (a reporter reconnecting
+// while its registration is in flight) share the answer, each in its own
+// objects: streams keep and modify what they get.
+func TestDuplicatesInOneBatchGetTheirOwnCopies(t *testing.T) {
+	// A window, so the batch also takes the second queued request (with
+	// none, its timer may fire before it).
+	p, g, ctx := newGatedOps(t, 1, 30, 200*time.Millisecond)
+	blocked := make(chan error, 1)
+	go func() { _, err := p.Register(ctx, testNode("node-first", "uid-first")); blocked <- err }()
+	// The only worker holds node-first's batch at the gate while both
+	// requests for node-dup queue behind it, so they make one batch.
+	waitUntil(t, "the first batch at the gate", func() bool { return g.inFlight.Load() == 1 })
+	var wg sync.WaitGroup
+	var res [2]Registered
+	var errs [2]error
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i], errs[i] = p.Register(ctx, testNode("node-dup", "uid-dup"))
+		}()
+	}
+	waitUntil(t, "both requests queued", func() bool { return len(p.regQ) == 2 })
+	close(g.gate)
+	wg.Wait()
+	if err := <-blocked; err != nil || errs[0] != nil || errs[1] != nil {
+		t.Fatal(err, errs)
+	}
+	if !res[0].Created || !res[1].Created || res[0].Node.GetMetadata().GetUid() != "uid-dup" || res[1].Node.GetMetadata().GetUid() != "uid-dup" {
+		t.Fatalf("answers %+v, %+v: want both created as uid-dup", res[0], res[1])
+	}
+	if res[0].Node == res[1].Node || res[0].Node.GetMetadata() == res[1].Node.GetMetadata() {
+		t.Fatal("the two streams share one Node")
+	}
+	res[0].Node.Metadata.Labels = map[string]string{"changed": "by stream 0"}
+	if len(res[1].Node.GetMetadata().GetLabels()) != 0 {
+		t.Fatal("a change to one stream's answer shows in the other's")
 	}
 }
 
