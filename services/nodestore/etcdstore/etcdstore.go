@@ -477,10 +477,27 @@ func (s *Store) Campaign(ctx context.Context, ns nodestore.Session, name, id str
 	}
 	e := concurrency.NewElection(ss.cs, s.electionPrefix(name))
 	if err := e.Campaign(ctx, id); err != nil {
+		if ctx.Err() != nil {
+			s.withdraw(ctx, ss, name)
+		}
 		return nil, fmt.Errorf("campaign %s: %w", name, err)
 	}
 	lctx, cancel := context.WithCancel(ss.cs.Ctx())
 	return &leadership{e: e, ctx: lctx, cancel: cancel}, nil
+}
+
+// withdraw deletes the candidate key a cancelled campaign may have left.
+// concurrency.Election deletes it when ctx ends while the campaign waits
+// for its turn, but not when ctx ends while the Txn that writes it is in
+// flight: etcd may have applied the write, the key stays with the
+// session's lease, and the session would become leader once the others
+// are gone, without anyone campaigning (seen in the conformance suite).
+// Only a key of this session's lease is deleted.
+func (s *Store) withdraw(ctx context.Context, ss *session, name string) {
+	k := fmt.Sprintf("%s/%x", s.electionPrefix(name), ss.cs.Lease())
+	dctx, cancel := s.reqCtx(context.WithoutCancel(ctx))
+	defer cancel()
+	_, _ = s.cli.Txn(dctx).If(clientv3.Compare(clientv3.LeaseValue(k), "=", ss.cs.Lease())).Then(clientv3.OpDelete(k)).Commit()
 }
 
 // Leader implements nodestore.Store.
