@@ -128,24 +128,34 @@ func TestRegistrationBatchesRunConcurrently(t *testing.T) {
 	}
 }
 
+// registerPair starts Registers of a and b at once; finish waits for both
+// answers.
+func registerPair(ctx context.Context, p *Persister, a, b *nodev1.Node) (finish func() ([2]Registered, [2]error)) {
+	var wg sync.WaitGroup
+	var res [2]Registered
+	var errs [2]error
+	for i, n := range [2]*nodev1.Node{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i], errs[i] = p.Register(ctx, n)
+		}()
+	}
+	return func() ([2]Registered, [2]error) {
+		wg.Wait()
+		return res, errs
+	}
+}
+
 // Two batches in flight at once for the same new node both read "absent";
 // the IfAbsent create lets exactly one win, the other falls back to reading
 // what the winner stored, so both streams are answered with the same node.
 func TestConcurrentBatchesSameNameAgree(t *testing.T) {
 	p, g, ctx := newGated(t, 4)
-	var wg sync.WaitGroup
-	var res [2]Registered
-	var errs [2]error
-	for i := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res[i], errs[i] = p.Register(ctx, testNode("node-dup", fmt.Sprintf("uid-%d", i)))
-		}()
-	}
+	finish := registerPair(ctx, p, testNode("node-dup", "uid-0"), testNode("node-dup", "uid-1"))
 	waitUntil(t, "both batches in flight", func() bool { return g.inFlight.Load() == 2 })
 	close(g.gate)
-	wg.Wait()
+	res, errs := finish()
 	if errs[0] != nil || errs[1] != nil {
 		t.Fatal(errs)
 	}
@@ -169,19 +179,10 @@ func TestDuplicatesInOneBatchGetTheirOwnCopies(t *testing.T) {
 	// The only worker holds node-first's batch at the gate while both
 	// requests for node-dup queue behind it, so they make one batch.
 	waitUntil(t, "the first batch at the gate", func() bool { return g.inFlight.Load() == 1 })
-	var wg sync.WaitGroup
-	var res [2]Registered
-	var errs [2]error
-	for i := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res[i], errs[i] = p.Register(ctx, testNode("node-dup", "uid-dup"))
-		}()
-	}
+	finish := registerPair(ctx, p, testNode("node-dup", "uid-dup"), testNode("node-dup", "uid-dup"))
 	waitUntil(t, "both requests queued", func() bool { return len(p.regQ) == 2 })
 	close(g.gate)
-	wg.Wait()
+	res, errs := finish()
 	if err := <-blocked; err != nil || errs[0] != nil || errs[1] != nil {
 		t.Fatal(err, errs)
 	}

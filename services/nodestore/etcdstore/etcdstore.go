@@ -492,7 +492,8 @@ func (s *Store) Campaign(ctx context.Context, ns nodestore.Session, name, id str
 // flight: etcd may have applied the write, the key stays with the
 // session's lease, and the session would become leader once the others
 // are gone, without anyone campaigning (seen in the conformance suite).
-// Only a key of this session's lease is deleted.
+// Only a key of this session's lease is deleted. Best effort: a delete
+// that fails leaves the key to end with the session's lease, as before.
 func (s *Store) withdraw(ctx context.Context, ss *session, name string) {
 	k := fmt.Sprintf("%s/%x", s.electionPrefix(name), ss.cs.Lease())
 	dctx, cancel := s.reqCtx(context.WithoutCancel(ctx))
