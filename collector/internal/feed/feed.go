@@ -190,6 +190,9 @@ func (s *Server) messages(evs []live.Event, snapshot bool, now time.Time) []*col
 				tss[i].Seconds, tss[i].Nanos = e.RenewTime.Unix(), int32(e.RenewTime.Nanosecond())
 				pb.RenewTime = &tss[i]
 			}
+			if e.RetryWithin > 0 {
+				pb.RetryWithin = durationpb.New(e.RetryWithin) // refusals only: rare enough to allocate
+			}
 			m.Events[i] = pb
 		}
 		out = append(out, m)

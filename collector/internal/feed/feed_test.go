@@ -169,8 +169,8 @@ func TestSnapshotsRepeatWaitingNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Unix(1_000_000, 0)
-	table.Waiting("early", t0)
-	table.Waiting("attaches", t0)
+	table.Waiting("early", t0, 0)
+	table.Waiting("attaches", t0, 0)
 	s.flush(t0.Add(time.Second)) // nobody subscribed: the events go nowhere
 	snapshot := func(at time.Time) map[string]time.Time {
 		t.Helper()
@@ -195,7 +195,7 @@ func TestSnapshotsRepeatWaitingNodes(t *testing.T) {
 		t.Fatalf("waiting in the first snapshot: %v, want early and attaches heard at %v", got, t0)
 	}
 	table.Attach("attaches", "uid", t0.Add(3*time.Second))
-	table.Waiting("late", t0.Add(20*time.Second))
+	table.Waiting("late", t0.Add(20*time.Second), 0)
 	got := snapshot(t0.Add(live.WaitingMemory))
 	if len(got) != 2 || !got["early"].Equal(t0) || !got["late"].Equal(t0.Add(20*time.Second)) {
 		t.Fatalf("waiting after an attach: %v, want early and late", got)

@@ -261,9 +261,7 @@ func (s *Server) Report(srv collectorv1.CollectorService_ReportServer) error {
 		// the CPU the accepted ones and the heartbeats need.
 		s.m.rejected.WithLabelValues("registration_queue_full").Inc()
 		s.refusals.note(persist.ErrBusy)
-		s.waiting(srv.Context(), "")
-		return withRetryAfter(status.New(codes.ResourceExhausted, "registration queue full: retry after the retry delay (RetryInfo) with jitter"),
-			s.p.RegisterRetryAfter())
+		return s.refuseBusy(srv.Context(), "")
 	}
 
 	ctx, cancel := context.WithCancelCause(srv.Context())
@@ -437,8 +435,7 @@ func (s *Server) register(st *stream, m *collectorv1.ReportRequest) error {
 		// one line per refused stream.
 		s.refusals.note(err)
 		if errors.Is(err, persist.ErrBusy) {
-			return withRetryAfter(status.New(codes.ResourceExhausted, "registration queue full: retry after the retry delay (RetryInfo) with jitter"),
-				s.p.RegisterRetryAfter())
+			return s.refuseBusy(ctx, name)
 		}
 		return withRetryAfter(status.Newf(codes.Unavailable, "cannot register node %q: %v", name, err), s.cfg.RetryAfter)
 	}
@@ -475,6 +472,20 @@ func (s *Server) register(st *stream, m *collectorv1.ReportRequest) error {
 		st.push(reconnect("collector draining", time.Second))
 	}
 	return nil
+}
+
+// refuseBusy refuses a registration for capacity: the reporter is told to
+// come back after its retry slot (RetryInfo), and the monitors that it is
+// alive and will stay away up to that slot plus the reporter's jitter
+// (heartbeat.RetryJitter adds up to half again), so they do not count that
+// silence against it. Without it, a node refused at the 20 s cap came back
+// up to 30 s later, leaving 10 s of a 40 s grace period for a new stream
+// on a starved collector to be read and fed to the monitor: not always
+// enough in a restart at 100,000 nodes (docs/benchmarks.md, session 6).
+func (s *Server) refuseBusy(ctx context.Context, name string) error {
+	d := s.p.RegisterRetryAfter()
+	s.waitingFor(ctx, name, d+d/2)
+	return withRetryAfter(status.New(codes.ResourceExhausted, "registration queue full: retry after the retry delay (RetryInfo) with jitter"), d)
 }
 
 // withRetryAfter attaches a google.rpc.RetryInfo detail to a stream-ending
@@ -538,7 +549,10 @@ func (r *refusalLog) flush(lg *zap.Logger) {
 // node look dead: after a collector restart, 100,000 reporters reconnect
 // at once and the last of them register minutes later, well past the
 // grace period.
-func (s *Server) waiting(ctx context.Context, name string) {
+func (s *Server) waiting(ctx context.Context, name string) { s.waitingFor(ctx, name, 0) }
+
+// waitingFor is waiting for a reporter told to stay away up to within.
+func (s *Server) waitingFor(ctx context.Context, name string, within time.Duration) {
 	if name == "" {
 		md, _ := metadata.FromIncomingContext(ctx)
 		v := md.Get(identity.NodeMetadata)
@@ -547,7 +561,7 @@ func (s *Server) waiting(ctx context.Context, name string) {
 		}
 		name = v[0]
 	}
-	s.table.Waiting(name, s.now())
+	s.table.Waiting(name, s.now(), within)
 	s.m.waiting.Inc()
 }
 

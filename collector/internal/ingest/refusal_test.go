@@ -82,7 +82,7 @@ func TestFullRegistrationQueueRefusesStreamsAtOnce(t *testing.T) {
 	if b, err := w.Recv(); err != nil || !b.GetSnapshot() {
 		t.Fatalf("first feed batch: snapshot %v, %v", b.GetSnapshot(), err)
 	}
-	refused := func(md ...string) {
+	refused := func(md ...string) time.Duration {
 		t.Helper()
 		s, err := h.client.Report(metadata.AppendToOutgoingContext(ctx, md...))
 		if err != nil {
@@ -93,9 +93,11 @@ func TestFullRegistrationQueueRefusesStreamsAtOnce(t *testing.T) {
 		if st.Code() != codes.ResourceExhausted {
 			t.Fatalf("stream opened on a full registration queue: %v", err)
 		}
-		if delay := retryDelay(st); delay < time.Second {
+		delay := retryDelay(st)
+		if delay < time.Second {
 			t.Fatalf("retry delay %s, want at least 1s (details %v)", delay, st.Details())
 		}
+		return delay
 	}
 	// node-a's Register waits in etcd: it is reported WAITING again and
 	// again while it does, not only when it was read.
@@ -106,6 +108,9 @@ func TestFullRegistrationQueueRefusesStreamsAtOnce(t *testing.T) {
 		}
 		for _, ev := range b.GetEvents() {
 			if ev.GetNodeName() == "node-a" && ev.GetKind() == collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING {
+				if ev.GetRetryWithin() != nil {
+					t.Fatalf("queued node-a WAITING with retry_within %v: it was not told to stay away", ev.GetRetryWithin().AsDuration())
+				}
 				n++
 			}
 		}
@@ -115,7 +120,7 @@ func TestFullRegistrationQueueRefusesStreamsAtOnce(t *testing.T) {
 	// ones are refused without one.
 	refused()
 	refused(identity.NodeMetadata, "Bad_Name")
-	refused(identity.NodeMetadata, "node-w")
+	delay := refused(identity.NodeMetadata, "node-w")
 	for {
 		b, err := w.Recv()
 		if err != nil {
@@ -126,6 +131,11 @@ func TestFullRegistrationQueueRefusesStreamsAtOnce(t *testing.T) {
 			// node-a and node-b keep waiting in the queue meanwhile.
 			if n := ev.GetNodeName(); ev.GetKind() == collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING && n != "node-a" && n != "node-b" {
 				waiting = append(waiting, n)
+				// The monitors learn how long it may stay away: the
+				// delay it was told plus the reporters' jitter (half again).
+				if got, want := ev.GetRetryWithin().AsDuration(), delay+delay/2; got != want {
+					t.Fatalf("%s WAITING retry_within %s, want %s (retry delay %s + half)", n, got, want, delay)
+				}
 			}
 		}
 		if len(waiting) > 0 {

@@ -54,6 +54,9 @@ type Event struct {
 	Kind            collectorv1.LivenessEventKind
 	RenewTime       time.Time
 	DurationSeconds int32
+	// RetryWithin: a WAITING node was refused and told to stay away up to
+	// this long (the feed's retry_within).
+	RetryWithin time.Duration
 }
 
 // Table is the liveness table. The zero value is not usable; use New.
@@ -92,10 +95,17 @@ type shard struct {
 	// feed, and the events of those seconds went to nobody; a reporter
 	// refused then stays away up to 30 s, past the grace period the
 	// monitor gave it when its old collector went away.
-	waiting   map[string]time.Time
+	waiting   map[string]heard
 	lastPrune time.Time
 	// Padding keeps neighbouring shards' locks off one cache line.
 	_ [64]byte
+}
+
+// heard is when a waiting node was last heard, and how long it was told to
+// stay away then.
+type heard struct {
+	at     time.Time
+	within time.Duration
 }
 
 // WaitingMemory is how long a node heard waiting stays in snapshots
@@ -114,7 +124,7 @@ func newTable(maxPending, n int) *Table {
 	t := &Table{seed: maphash.MakeSeed(), shards: make([]shard, n)}
 	per := max(1, (maxPending+n-1)/n)
 	for i := range t.shards {
-		t.shards[i] = shard{nodes: map[string]*Entry{}, maxPending: per, waiting: map[string]time.Time{}}
+		t.shards[i] = shard{nodes: map[string]*Entry{}, maxPending: per, waiting: map[string]heard{}}
 	}
 	return t
 }
@@ -152,13 +162,15 @@ func (t *Table) Attach(name, uid string, now time.Time) uint64 {
 
 // Waiting records that name's reporter was heard at now, alive, but is
 // not attached (its Register waits, or it was refused for capacity): a
-// feed event, repeated in snapshots for WaitingMemory.
-func (t *Table) Waiting(name string, now time.Time) {
+// feed event, repeated in snapshots for WaitingMemory. within is how long
+// a refused reporter was told it may stay away (0 while its Register
+// waits here).
+func (t *Table) Waiting(name string, now time.Time, within time.Duration) {
 	sh := t.shard(name)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.waiting[name] = now
-	sh.record(Event{Name: name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING})
+	sh.waiting[name] = heard{at: now, within: within}
+	sh.record(Event{Name: name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING, RetryWithin: within})
 }
 
 // Renew records a renewal of attachment gen. It reports false when the
@@ -340,16 +352,16 @@ func (sh *shard) snapshotLocked(snap []Event, now time.Time) []Event {
 	}
 	// Waiting nodes carry when they were heard (this collector's clock),
 	// for the subscriber to date them by their age.
-	for name, at := range sh.waiting {
-		snap = append(snap, Event{Name: name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING, RenewTime: at})
+	for name, h := range sh.waiting {
+		snap = append(snap, Event{Name: name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING, RenewTime: h.at, RetryWithin: h.within})
 	}
 	return snap
 }
 
 func (sh *shard) pruneWaitingLocked(now time.Time) {
 	sh.lastPrune = now
-	for name, at := range sh.waiting {
-		if now.Sub(at) > WaitingMemory {
+	for name, h := range sh.waiting {
+		if now.Sub(h.at) > max(WaitingMemory, h.within) {
 			delete(sh.waiting, name)
 		}
 	}

@@ -106,8 +106,8 @@ func TestSnapshot(t *testing.T) {
 			tbl.Detach(name, g)
 		}
 	}
-	tbl.Waiting("w-1", t0.Add(2*time.Second))
-	tbl.Waiting("a-01", t0) // then attached: no longer waiting
+	tbl.Waiting("w-1", t0.Add(2*time.Second), 15*time.Second) // refused, told to stay away
+	tbl.Waiting("a-01", t0, 0)                                // then attached: no longer waiting
 	tbl.Attach("a-01", "uid", t0.Add(3*time.Second))
 
 	_, snap, _ := tbl.Take(true, t0.Add(5*time.Second))
@@ -117,6 +117,9 @@ func TestSnapshot(t *testing.T) {
 	}
 	if len(got) != 91 || len(snap) != 91 {
 		t.Fatalf("snapshot of %d events (%d names), want 90 attached + 1 waiting", len(snap), len(got))
+	}
+	if e := got["w-1"]; e.RetryWithin != 15*time.Second {
+		t.Fatalf("w-1 snapshot RetryWithin = %s, want the 15s it was told", e.RetryWithin)
 	}
 	if e := got["a-05"]; e.Kind != attached || !e.RenewTime.Equal(t0.Add(time.Second)) {
 		t.Fatalf("a-05 = %+v", e)

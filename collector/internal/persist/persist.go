@@ -528,9 +528,11 @@ func retryAfter(depth int, rate, floorRate float64) time.Duration {
 
 // maxRetryAfter caps the retry delays: the reporter adds up to half again
 // as jitter, so a refused reporter comes back within 30 s. Each refusal
-// tells the monitors the node is alive (a WAITING feed event), and 30 s
-// stays inside the default 40 s grace period: a reporter kept waiting for
-// registration capacity is never marked Unknown for it.
+// tells the monitors the node is alive and how long it may stay away (a
+// WAITING feed event with retry_within), and they judge it from the end of
+// that wait: a reporter kept waiting for registration capacity is not
+// marked Unknown for it. The cap bounds how long a node that dies while
+// refused goes unnoticed (30 s on top of the grace period).
 const maxRetryAfter = 20 * time.Second
 
 // drainRate measures requests answered per second: the larger of the last

@@ -581,7 +581,10 @@ func Explain(now time.Time, n *nodev1.Node, lease *nodev1.Lease, lv liveness.Nod
 	case f.Leading && f.Known:
 		if ready.GetStatus() == nodemodel.True || ready == nil {
 			left := f.Deadline.Sub(now).Round(time.Second)
-			if left >= 0 {
+			if left >= 0 && f.QuietUntil.After(f.Probe) {
+				d = append(d, fmt.Sprintf("heard %s ago, refused registration by its collector and told to stay away until %s; marked Unknown if nothing is heard for %s more (grace %s after that, deadline %s)",
+					now.Sub(f.Probe).Round(time.Second), clock(f.QuietUntil), left, f.Grace, clock(f.Deadline)))
+			} else if left >= 0 {
 				d = append(d, fmt.Sprintf("heard %s ago; marked Unknown if nothing is heard for %s more (grace %s, deadline %s)",
 					now.Sub(f.Probe).Round(time.Second), left, f.Grace, clock(f.Deadline)))
 			} else {

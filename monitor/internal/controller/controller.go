@@ -616,7 +616,7 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 	res := lifecycle.Evaluate(c.cfg.Lifecycle, now, rec, lifecycle.Input{
 		Node: v.Node, Reported: v.Status, Overrides: v.health.GetConditionOverrides(),
 		LeaseRenew: leaseRenew, LeaseObservedAt: leaseObservedAt, FeedRenewals: lv.Renewals, FeedObservedAt: lv.ObservedAt, GraceEpoch: c.epoch + lv.Epoch,
-		FreshSince: c.leaderSince, Paused: lv.Paused, FeedBlind: lv.Blind,
+		FreshSince: c.leaderSince, Paused: lv.Paused, FeedBlind: lv.Blind, QuietUntil: lv.QuietUntil,
 	})
 	if rec.LeaseRenew.After(before) && !before.IsZero() {
 		c.lastLease = now
@@ -639,7 +639,8 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 			// benchmark) can tell a dead reporter from a late feed.
 			c.lg.Warn("node missed its grace period; conditions marked Unknown", zap.String("node", name),
 				zap.Time("lastProbe", rec.Probe), zap.Duration("grace", res.Grace),
-				zap.String("feed", lv.Collector), zap.Time("feedObservedAt", lv.ObservedAt), zap.Duration("feedBlind", lv.Blind))
+				zap.String("feed", lv.Collector), zap.Time("feedObservedAt", lv.ObservedAt), zap.Duration("feedBlind", lv.Blind),
+				zap.Time("quietUntil", lv.QuietUntil))
 		}
 	}
 	current := res.Current
@@ -651,7 +652,7 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 		c.m.transitions.WithLabelValues(orMissing(prev), orMissing(curStatus)).Inc()
 	}
 	c.lastReady[name] = curStatus
-	c.noteDeadlineLocked(rec.Probe, res.Grace, curStatus)
+	c.noteDeadlineLocked(rec, res.Grace, curStatus)
 
 	// NoSchedule condition taints follow the conditions after this pass.
 	// (Only types and statuses matter here: no need to build the served

@@ -16,9 +16,11 @@ type Facts struct {
 	// Known: the leader has a health record for the node.
 	Known bool
 	// Probe is when the node was last seen alive or granted fresh grace;
-	// Heard when liveness evidence last arrived; Deadline = Probe + Grace.
-	Probe, Heard, ReadyTransition, Deadline time.Time
-	Grace                                   time.Duration
+	// Heard when liveness evidence last arrived; Deadline = Probe + Grace,
+	// or QuietUntil + Grace when a collector told the node to stay away
+	// until later than Probe.
+	Probe, Heard, ReadyTransition, Deadline, QuietUntil time.Time
+	Grace                                               time.Duration
 	// Zone key, state and the taint rate of its queue.
 	Zone      string
 	ZoneState lifecycle.ZoneState
@@ -50,7 +52,8 @@ func (c *Controller) Facts(name string, labels map[string]string) Facts {
 		if !r.HasReady {
 			f.Grace = c.cfg.Lifecycle.StartupGracePeriod
 		}
-		f.Deadline = r.Probe.Add(f.Grace)
+		f.Deadline = r.Deadline(f.Grace)
+		f.QuietUntil = r.QuietUntil
 	}
 	f.ZoneState = c.disruption.States[f.Zone]
 	if q := c.queues[f.Zone]; q != nil {

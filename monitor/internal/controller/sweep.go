@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nodepulse/nodepulse/monitor/internal/lifecycle"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 
@@ -69,7 +70,7 @@ func (c *Controller) Sweep(ctx context.Context) error {
 		if rec.Probe.IsZero() || c.lastReady[name] == nodemodel.Unknown {
 			continue
 		}
-		d := rec.Probe.Add(grace)
+		d := rec.Deadline(grace)
 		if now.After(d) {
 			due = append(due, name)
 		} else if c.nextDeadline.IsZero() || d.Before(c.nextDeadline) {
@@ -119,13 +120,14 @@ func (c *Controller) Sweep(ctx context.Context) error {
 }
 
 // noteDeadlineLocked lowers the earliest deadline the sweep waits for to a
-// node just judged (probe + the grace applied to it), unless it is served
-// Unknown already (the sweep leaves those to the pass).
-func (c *Controller) noteDeadlineLocked(probe time.Time, grace time.Duration, ready string) {
-	if probe.IsZero() || ready == nodemodel.Unknown {
+// node just judged (lifecycle.Record.Deadline with the grace applied to
+// it), unless it is served Unknown already (the sweep leaves those to the
+// pass).
+func (c *Controller) noteDeadlineLocked(rec *lifecycle.Record, grace time.Duration, ready string) {
+	if rec.Probe.IsZero() || ready == nodemodel.Unknown {
 		return
 	}
-	if d := probe.Add(grace); c.deadlineKnown && d.Before(c.nextDeadline) {
+	if d := rec.Deadline(grace); c.deadlineKnown && d.Before(c.nextDeadline) {
 		c.nextDeadline = d
 	}
 }

@@ -103,3 +103,63 @@ func TestSweepMarksDeadNodeAtItsDeadline(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// A node its collector refused and told to stay away (QuietUntil) is marked
+// by the sweep within a sweep period of the end of that wait plus the grace
+// period, not before, and the sweep does not judge it again and again while
+// it is quiet.
+func TestSweepWaitsOutACollectorImposedWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		f := newFleet(t, ctx)
+		names := []string{"n1", "n2"}
+		for _, n := range names {
+			f.addNode(n, "z1")
+			f.setAlive(n, false)
+		}
+		stop := map[string]bool{}
+		last := map[string]time.Time{}
+		mu := &f.live.mu
+		go feedRenew(ctx, f, names, stop, last)
+
+		cfg := testConfig("a")
+		cfg.MonitorPeriod = 30 * time.Second
+		ctl, err := New(cfg, f.store, f.cache, f.live, zap.NewNop(), prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = ctl.Run(ctx) }()
+
+		// At ~125s n1 is heard WAITING, refused and told to stay away 30 s,
+		// and is never heard again.
+		settle(125*time.Second + 500*time.Millisecond)
+		mu.Lock()
+		stop["n1"] = true
+		heard := time.Now()
+		ln := f.live.nodes["n1"]
+		ln.Renewals++
+		ln.ObservedAt, ln.QuietUntil = heard, heard.Add(30*time.Second)
+		f.live.nodes["n1"] = ln
+		mu.Unlock()
+		deadline := heard.Add(30*time.Second + cfg.Lifecycle.GracePeriod)
+
+		for f.ready("n1").GetStatus() != nodemodel.Unknown {
+			if time.Now().After(deadline.Add(20 * time.Second)) {
+				t.Fatalf("n1 not Unknown 20s after its deadline (%s): %v", deadline, f.ready("n1"))
+			}
+			settle(50 * time.Millisecond)
+		}
+		if late := time.Since(deadline); late < 0 || late > DefaultSweepPeriod+100*time.Millisecond {
+			t.Fatalf("n1 marked %s after the end of its wait + grace, want within the sweep period %s", late, DefaultSweepPeriod)
+		}
+		if got := testutil.ToFloat64(ctl.m.sweepJudged); got != 1 {
+			t.Errorf("sweeps judged %v nodes, want 1 (n1, once)", got)
+		}
+		if r := f.ready("n2"); r.GetStatus() != nodemodel.True {
+			t.Fatalf("n2 (renewing) = %v", r)
+		}
+		cancel()
+		synctest.Wait()
+	})
+}

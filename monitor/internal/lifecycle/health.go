@@ -15,8 +15,11 @@ import (
 // every node a fresh grace period.
 type Record struct {
 	// Probe is when the controller last saw the node alive (or granted it a
-	// fresh grace period); the node is judged against Probe + grace.
+	// fresh grace period); the node is judged against Probe + grace, or
+	// QuietUntil + grace when that is later (Deadline).
 	Probe time.Time
+	// QuietUntil is Input.QuietUntil as last applied.
+	QuietUntil time.Time
 	// ReadyTransition is when the controller saw the Ready condition's
 	// transition time change.
 	ReadyTransition time.Time
@@ -89,6 +92,11 @@ type Input struct {
 	// node's feed (liveness.Node.Blind): a counter that only grows. The
 	// growth since the last evaluation is added to the probe.
 	FeedBlind time.Duration
+	// QuietUntil: the node's collector refused its registration for
+	// capacity and told it to stay away until then (liveness.Node
+	// .QuietUntil). Its grace period does not run before that: a silence
+	// the control plane asked for is not evidence of death.
+	QuietUntil time.Time
 }
 
 // Result is the judgement of one pass.
@@ -242,8 +250,10 @@ func Evaluate(cfg Config, now time.Time, rec *Record, in Input) Result {
 	// Step 4: strictly past the grace period → Unknown. Not while paused:
 	// renewals may be on their way that the monitor cannot see yet. The
 	// probe stays where it was; the gap is given back (FeedBlind) once the
-	// feed resumes and its length is known.
-	if in.Paused || !now.After(rec.Probe.Add(res.Grace)) {
+	// feed resumes and its length is known. Nor before the wait a
+	// collector imposed on the node has run out (QuietUntil).
+	rec.QuietUntil = in.QuietUntil
+	if in.Paused || !now.After(rec.Deadline(res.Grace)) {
 		return res
 	}
 	overrides, current := markUnknown(now, node, in.Overrides)
@@ -254,6 +264,15 @@ func Evaluate(cfg Config, now time.Time, rec *Record, in Input) Result {
 	rec.MarkedAt = now
 	res.Overrides, res.Current, res.Changed, res.Marked = overrides, current, true, true
 	return res
+}
+
+// Deadline is when the node's grace period runs out: grace after the
+// later of its probe and the end of a wait its collector imposed.
+func (r *Record) Deadline(grace time.Duration) time.Time {
+	if r.QuietUntil.After(r.Probe) {
+		return r.QuietUntil.Add(grace)
+	}
+	return r.Probe.Add(grace)
 }
 
 func reportedHeartbeat(s *nodev1.NodeStatus) time.Time {

@@ -46,13 +46,14 @@ type sim struct {
 	paused    bool
 	blind     time.Duration
 	fresh     time.Time
+	quiet     time.Time
 }
 
 func (s *sim) at(now time.Time) Result {
 	r := Evaluate(s.cfg, now, &s.rec, Input{
 		Node: nodeWith(s.st, s.overrides), Reported: s.st, Overrides: s.overrides,
 		LeaseRenew: s.lease, LeaseObservedAt: s.leaseAt, FeedRenewals: s.feed, FeedObservedAt: s.feedAt, GraceEpoch: s.epoch, Paused: s.paused, FreshSince: s.fresh,
-		FeedBlind: s.blind,
+		FeedBlind: s.blind, QuietUntil: s.quiet,
 	})
 	s.overrides = r.Overrides
 	return r
@@ -279,6 +280,43 @@ func TestBlindGapStopsTheClockForItsLength(t *testing.T) {
 	}
 	if r := s.at(last.Add(cfg.GracePeriod + gap + time.Millisecond)); !r.Changed {
 		t.Fatal("not marked just after probe + grace + gap: the gap was not its length")
+	}
+}
+
+// A node its collector refused and told to stay away is judged from the
+// end of that wait: a WAITING at t0+5s with a 30 s wait moves its deadline
+// from t0+5s+grace to t0+35s+grace. Once it is heard attached again the
+// tracker clears the wait, and its deadline is its probe's again.
+func TestCollectorImposedWaitDelaysTheDeadline(t *testing.T) {
+	cfg := DefaultConfig()
+	s := &sim{cfg: cfg, st: reported(nodemodel.True, t0), feed: 1, feedAt: t0}
+	s.at(t0)
+	heard := t0.Add(5 * time.Second)
+	s.feed, s.feedAt, s.quiet = 2, heard, heard.Add(30*time.Second) // WAITING with retry_within 30 s
+	s.at(heard)
+	if got, want := s.rec.Deadline(cfg.GracePeriod), heard.Add(30*time.Second+cfg.GracePeriod); !got.Equal(want) {
+		t.Fatalf("deadline = %s, want %s", got, want)
+	}
+	if r := s.at(heard.Add(cfg.GracePeriod + time.Millisecond)); r.Changed {
+		t.Fatal("marked past probe + grace although told to stay away 30 s")
+	}
+	if r := s.at(heard.Add(30*time.Second + cfg.GracePeriod)); r.Changed {
+		t.Fatal("marked exactly at the end of the wait + grace")
+	}
+	if r := s.at(heard.Add(30*time.Second + cfg.GracePeriod + time.Millisecond)); !r.Changed || ready(r) != nodemodel.Unknown {
+		t.Fatalf("not marked past the end of the wait + grace: ready=%s", ready(r))
+	}
+
+	// Attached 10 s into the wait: the wait no longer counts.
+	s = &sim{cfg: cfg, st: reported(nodemodel.True, t0), feed: 1, feedAt: t0}
+	s.at(t0)
+	s.feed, s.feedAt, s.quiet = 2, heard, heard.Add(30*time.Second)
+	s.at(heard)
+	back := heard.Add(10 * time.Second)
+	s.feed, s.feedAt, s.quiet = 3, back, time.Time{}
+	s.at(back)
+	if r := s.at(back.Add(cfg.GracePeriod + time.Millisecond)); !r.Changed {
+		t.Fatal("a node heard attached after its wait was not judged from that renewal")
 	}
 }
 

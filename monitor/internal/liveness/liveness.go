@@ -69,6 +69,11 @@ type Node struct {
 	// that made the feed stale, counted in full when the feed resumed. It
 	// only grows; a gap still open is not in it yet (Paused covers that).
 	Blind time.Duration
+	// QuietUntil: a collector refused the node's registration for
+	// capacity and told its reporter to stay away until then (WAITING
+	// with retry_within, dated on the monitor's clock). Zero once the node
+	// attached or renewed since: from then on its silence is its own.
+	QuietUntil time.Time
 }
 
 // FeedState describes one followed feed.
@@ -100,6 +105,7 @@ type node struct {
 	// is not attached anywhere ("" once attached again).
 	detachedFrom string
 	epoch        uint64
+	quietUntil   time.Time
 	// blind is what Node.Blind was when the node last changed feeds;
 	// blindBase the current feed's blind counter at that moment. The
 	// node's total is blind + (feed.blind - blindBase): O(1) per gap, not
@@ -332,6 +338,7 @@ func (t *Tracker) batch(id string, f *feed, b *collectorv1.WatchLivenessResponse
 				nd.renewTime = rt
 			}
 			nd.observedAt = now
+			nd.quietUntil = time.Time{}
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING:
 			// Its reporter reached this collector and waits for (or was
 			// refused) registration: alive, dated on arrival. Not
@@ -357,6 +364,14 @@ func (t *Tracker) batch(id string, f *feed, b *collectorv1.WatchLivenessResponse
 			nd.detachedFrom = ""
 			nd.renewals++
 			nd.observedAt = at
+			// Refused and told to stay away: that silence is the
+			// collector's doing. (A snapshot's event is dated by its
+			// age, so the wait is counted from when it was said.)
+			if w := ev.GetRetryWithin().AsDuration(); ev.GetRetryWithin() != nil && w > 0 {
+				if until := at.Add(min(w, maxRetryWithin)); until.After(nd.quietUntil) {
+					nd.quietUntil = until
+				}
+			}
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_DETACHED, collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_LEAVING:
 			if nd.collector == id {
 				t.attachLocked(nd, "")
@@ -387,6 +402,12 @@ func (t *Tracker) blindLocked(nd *node) time.Duration {
 	return nd.blind
 }
 
+// maxRetryWithin bounds how long one WAITING can keep a node from being
+// judged. Collectors cap their retry delay at 20 s, 30 s with the
+// reporter's jitter; twice that leaves room for a collector configured
+// otherwise, while a wrong value cannot hide a dead node for long.
+const maxRetryWithin = time.Minute
+
 func (t *Tracker) staleLocked(f *feed, now time.Time) bool {
 	return now.Sub(f.lastBatch) > time.Duration(t.cfg.StaleBatches)*f.interval
 }
@@ -401,7 +422,7 @@ func (t *Tracker) Node(name string) Node {
 		return Node{}
 	}
 	out := Node{Renewals: nd.renewals, RenewTime: nd.renewTime, ObservedAt: nd.observedAt, Collector: nd.collector, Epoch: nd.epoch,
-		Blind: t.blindLocked(nd)}
+		Blind: t.blindLocked(nd), QuietUntil: nd.quietUntil}
 	if f := t.feeds[nd.collector]; f != nil && t.staleLocked(f, now) {
 		out.Paused = true
 	}

@@ -333,6 +333,50 @@ func TestSnapshotWaitingIsDatedByItsAge(t *testing.T) {
 	}
 }
 
+// A WAITING that says how long the reporter was told to stay away makes
+// the node quiet until then, from when it was heard (a snapshot's by its
+// age), never for more than maxRetryWithin; a renewal ends the wait.
+func TestRefusedWaitingIsQuietUntilItsRetry(t *testing.T) {
+	tr, clk, f := trackerWithFeed(t, "c2")
+	refused := func(node string, within time.Duration) *collectorv1.LivenessEvent {
+		return &collectorv1.LivenessEvent{NodeName: node, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING, RetryWithin: durationpb.New(within)}
+	}
+	tr.batch("c2", f, &collectorv1.WatchLivenessResponse{Events: []*collectorv1.LivenessEvent{
+		refused("n1", 30*time.Second), refused("n2", time.Hour),
+		{NodeName: "n3", Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING}, // queued, not refused
+	}})
+	now := clk.now()
+	if got := tr.Node("n1").QuietUntil; !got.Equal(now.Add(30 * time.Second)) {
+		t.Fatalf("n1 quiet until %v, want %v", got, now.Add(30*time.Second))
+	}
+	if got := tr.Node("n2").QuietUntil; !got.Equal(now.Add(maxRetryWithin)) {
+		t.Fatalf("n2, told an hour, quiet until %v, want the %s bound", got, maxRetryWithin)
+	}
+	if got := tr.Node("n3").QuietUntil; !got.IsZero() {
+		t.Fatalf("n3, only queued, quiet until %v", got)
+	}
+	// A shorter wait said later does not cut the longer one short.
+	clk.add(time.Second)
+	tr.batch("c2", f, &collectorv1.WatchLivenessResponse{Events: []*collectorv1.LivenessEvent{refused("n1", 2*time.Second)}})
+	if got := tr.Node("n1").QuietUntil; !got.Equal(now.Add(30 * time.Second)) {
+		t.Fatalf("n1 quiet until %v after a shorter wait, want %v", got, now.Add(30*time.Second))
+	}
+	// Attached and renewing: its silence is its own again.
+	tr.batch("c2", f, &collectorv1.WatchLivenessResponse{Events: []*collectorv1.LivenessEvent{{
+		NodeName: "n1", Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_ATTACHED, RenewTime: nodemodel.Timestamp(clk.now())}}})
+	if got := tr.Node("n1").QuietUntil; !got.IsZero() {
+		t.Fatalf("n1 attached, still quiet until %v", got)
+	}
+	// A snapshot repeats a refusal 12 s old: the wait counts from then.
+	sent := clk.now().Add(time.Hour) // the collector's clock, an hour off
+	ev := refused("n4", 30*time.Second)
+	ev.RenewTime = nodemodel.Timestamp(sent.Add(-12 * time.Second))
+	tr.batch("c2", f, &collectorv1.WatchLivenessResponse{Snapshot: true, SentTime: nodemodel.Timestamp(sent), Events: []*collectorv1.LivenessEvent{ev}})
+	if got, want := tr.Node("n4").QuietUntil, clk.now().Add(18*time.Second); !got.Equal(want) {
+		t.Fatalf("n4 from a snapshot: quiet until %v, want %v", got, want)
+	}
+}
+
 // A feed that turns out to be another collector's (a new collector on the
 // address of one whose session has not expired yet) is not applied under
 // the followed id.

@@ -238,8 +238,18 @@ type LivenessEvent struct {
 	RenewTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=renew_time,json=renewTime,proto3" json:"renew_time,omitempty"`
 	// LeaseDurationSeconds as asserted by the reporter.
 	LeaseDurationSeconds int32 `protobuf:"varint,4,opt,name=lease_duration_seconds,json=leaseDurationSeconds,proto3" json:"lease_duration_seconds,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// RetryWithin (WAITING only): the collector refused the reporter's
+	// registration for capacity and told it to come back after a retry delay
+	// (RetryInfo); reporters wait that delay plus up to half of it again, and
+	// this is that longest wait. Until it has passed since the event (since
+	// renew_time in a snapshot), the node's silence is the collector's doing,
+	// not the node's: monitors judge it against the later of its last
+	// heartbeat and the end of this wait, plus the grace period. Unset when
+	// the Register was read and waits in the collector's queue (WAITING is
+	// then repeated while it waits).
+	RetryWithin   *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_within,json=retryWithin,proto3" json:"retry_within,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LivenessEvent) Reset() {
@@ -298,6 +308,13 @@ func (x *LivenessEvent) GetLeaseDurationSeconds() int32 {
 		return x.LeaseDurationSeconds
 	}
 	return 0
+}
+
+func (x *LivenessEvent) GetRetryWithin() *durationpb.Duration {
+	if x != nil {
+		return x.RetryWithin
+	}
+	return nil
 }
 
 // SendNodeCommandRequest targets one node.
@@ -454,13 +471,14 @@ const file_nodepulse_collector_v1_feed_proto_rawDesc = "" +
 	"\bsnapshot\x18\x02 \x01(\bR\bsnapshot\x12=\n" +
 	"\x06events\x18\x03 \x03(\v2%.nodepulse.collector.v1.LivenessEventR\x06events\x127\n" +
 	"\tsent_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bsentTime\x12H\n" +
-	"\x12heartbeat_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xdc\x01\n" +
+	"\x12heartbeat_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\x9a\x02\n" +
 	"\rLivenessEvent\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12=\n" +
 	"\x04kind\x18\x02 \x01(\x0e2).nodepulse.collector.v1.LivenessEventKindR\x04kind\x129\n" +
 	"\n" +
 	"renew_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\trenewTime\x124\n" +
-	"\x16lease_duration_seconds\x18\x04 \x01(\x05R\x14leaseDurationSeconds\"\xa1\x01\n" +
+	"\x16lease_duration_seconds\x18\x04 \x01(\x05R\x14leaseDurationSeconds\x12<\n" +
+	"\fretry_within\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vretryWithin\"\xa1\x01\n" +
 	"\x16SendNodeCommandRequest\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x122\n" +
 	"\x14report_status_reason\x18\x02 \x01(\tH\x00R\x12reportStatusReason\x12+\n" +
@@ -510,15 +528,16 @@ var file_nodepulse_collector_v1_feed_proto_depIdxs = []int32{
 	7, // 2: nodepulse.collector.v1.WatchLivenessResponse.heartbeat_interval:type_name -> google.protobuf.Duration
 	0, // 3: nodepulse.collector.v1.LivenessEvent.kind:type_name -> nodepulse.collector.v1.LivenessEventKind
 	6, // 4: nodepulse.collector.v1.LivenessEvent.renew_time:type_name -> google.protobuf.Timestamp
-	1, // 5: nodepulse.collector.v1.FeedService.WatchLiveness:input_type -> nodepulse.collector.v1.WatchLivenessRequest
-	4, // 6: nodepulse.collector.v1.FeedService.SendNodeCommand:input_type -> nodepulse.collector.v1.SendNodeCommandRequest
-	2, // 7: nodepulse.collector.v1.FeedService.WatchLiveness:output_type -> nodepulse.collector.v1.WatchLivenessResponse
-	5, // 8: nodepulse.collector.v1.FeedService.SendNodeCommand:output_type -> nodepulse.collector.v1.SendNodeCommandResponse
-	7, // [7:9] is the sub-list for method output_type
-	5, // [5:7] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	7, // 5: nodepulse.collector.v1.LivenessEvent.retry_within:type_name -> google.protobuf.Duration
+	1, // 6: nodepulse.collector.v1.FeedService.WatchLiveness:input_type -> nodepulse.collector.v1.WatchLivenessRequest
+	4, // 7: nodepulse.collector.v1.FeedService.SendNodeCommand:input_type -> nodepulse.collector.v1.SendNodeCommandRequest
+	2, // 8: nodepulse.collector.v1.FeedService.WatchLiveness:output_type -> nodepulse.collector.v1.WatchLivenessResponse
+	5, // 9: nodepulse.collector.v1.FeedService.SendNodeCommand:output_type -> nodepulse.collector.v1.SendNodeCommandResponse
+	8, // [8:10] is the sub-list for method output_type
+	6, // [6:8] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_nodepulse_collector_v1_feed_proto_init() }
