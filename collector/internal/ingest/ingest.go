@@ -31,6 +31,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -140,11 +141,27 @@ func New(cfg Config, p *persist.Persister, table *live.Table, lg *zap.Logger, re
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, lg: lg.Named("ingest"), p: p, table: table, m: m, now: time.Now, streams: map[string]*stream{}}
+	s := &Server{cfg: cfg, lg: lg.Named("ingest").WithOptions(zap.WrapCore(sampleNodeLines)), p: p, table: table, m: m, now: time.Now, streams: map[string]*stream{}}
 	if cfg.Insecure {
 		s.lg.Warn("Report streams are NOT authenticated (--grpc.insecure): any caller may report for any node name; development only")
 	}
 	return s, nil
+}
+
+// Per-node log lines (node attached, node detached, ...) are thinned when
+// they come in storms: of each message, the first nodeLinesPerSecond in a
+// second are written, then one in nodeLinesThereafter. The old collector
+// of a restart at 100,000 nodes wrote 100,000 "node detached" lines after
+// its drain and the new one 100,000 "node attached" lines within a minute,
+// each a write(2) under the logger's lock, on collectors with the least CPU
+// to spare. The metrics count every event; a storm leaves a sample.
+const (
+	nodeLinesPerSecond  = 100
+	nodeLinesThereafter = 100
+)
+
+func sampleNodeLines(c zapcore.Core) zapcore.Core {
+	return zapcore.NewSamplerWithOptions(c, time.Second, nodeLinesPerSecond, nodeLinesThereafter)
 }
 
 // Open is the number of open Report streams.
