@@ -179,33 +179,3 @@ func (p *Persister) checkpointBatch(ctx context.Context, items []dueItem) {
 		p.schedule(e.Name, e.Gen, p.nextPhase(e.Name, now))
 	}
 }
-
-// Flush writes every attached lease whose live renewal is ahead of etcd,
-// ignoring phases and the rate cap. The collector calls it when it starts
-// draining, before it tells its reporters to move, so its last checkpoints
-// cannot overwrite the attach checkpoints of the collectors they move to.
-func (p *Persister) Flush(ctx context.Context) error {
-	now := p.now()
-	var ops []nodestore.Op
-	var entries []live.Entry
-	for _, n := range p.table.Names() {
-		e, ok := p.table.Get(n, 0)
-		if !ok || !e.Dirty {
-			continue
-		}
-		ops = append(ops, nodestore.Put(nodestore.Leases, n, p.lease(e, now)))
-		entries = append(entries, e)
-	}
-	for len(ops) > 0 {
-		c := min(len(ops), p.store.MaxOps())
-		if err := p.apply(ctx, "lease", ops[:c]); err != nil {
-			return err
-		}
-		p.m.checkpoints.Add(float64(c))
-		for _, e := range entries[:c] {
-			p.table.MarkPersisted(e.Name, e.Gen, e.RenewTime)
-		}
-		ops, entries = ops[c:], entries[c:]
-	}
-	return nil
-}

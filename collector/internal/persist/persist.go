@@ -178,8 +178,9 @@ func New(cfg Config, store Store, table *live.Table, lg *zap.Logger, reg prometh
 }
 
 // Run runs the committer, registration batcher, checkpointer and
-// availability probe until ctx ends. Call Flush before cancelling ctx to
-// write what is pending.
+// availability probe until ctx ends. Lease renewals not checkpointed by
+// then are not written: they were acknowledged as not durable, and the
+// collector a node moves to checkpoints it at once (Attach).
 func (p *Persister) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, f := range []func(context.Context){p.checkpointLoop, p.pingLoop, p.rateLoop} {
