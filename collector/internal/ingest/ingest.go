@@ -431,7 +431,6 @@ func (s *Server) register(st *stream, m *collectorv1.ReportRequest) error {
 		s.m.messages.WithLabelValues("register", "permission_denied").Inc()
 		return err
 	}
-	lg := s.lg.With(zap.String("node", name), zap.String("reporter", reg.GetReporterId()))
 	// Alive from here on, attached or not: a registration can wait many
 	// seconds in the queue on a loaded collector, and the reporter waits
 	// for its ack up to its register timeout (30 s), then backs off, without
@@ -484,7 +483,11 @@ func (s *Server) register(st *stream, m *collectorv1.ReportRequest) error {
 		return err
 	}
 	s.m.messages.WithLabelValues("register", "ok").Inc()
-	lg.Info("node attached", zap.Bool("created", res.Created), zap.Uint64("gen", st.gen))
+	// Checked first, fields only then (not a child logger per
+	// registration): a sampled-out line costs the sampler's counter only.
+	if ce := s.lg.Check(zap.InfoLevel, "node attached"); ce != nil {
+		ce.Write(zap.String("node", name), zap.String("reporter", reg.GetReporterId()), zap.Bool("created", res.Created), zap.Uint64("gen", st.gen))
+	}
 	if s.draining.Load() {
 		st.push(reconnect("collector draining", time.Second))
 	}
@@ -661,8 +664,9 @@ func (s *Server) detach(st *stream, end error) {
 	code := status.Code(end)
 	s.m.detached.WithLabelValues(code.String()).Inc()
 	if s.table.Detach(st.name, st.gen) {
-		s.lg.Info("node detached", zap.String("node", st.name), zap.Uint64("gen", st.gen),
-			zap.Stringer("code", code), zap.NamedError("reason", end))
+		if ce := s.lg.Check(zap.InfoLevel, "node detached"); ce != nil {
+			ce.Write(zap.String("node", st.name), zap.Uint64("gen", st.gen), zap.Stringer("code", code), zap.NamedError("reason", end))
+		}
 	}
 }
 
