@@ -571,7 +571,7 @@ func Main(ctx context.Context, args []string) error {
 // are backlogged (gcboost); base 0 (GOGC set, or Go's default) disables it.
 func (a *App) boostGC(base, backlog int, reg prometheus.Registerer) error {
 	b, err := gcboost.New(gcboost.Config{Base: base, Boost: backlog, Hold: 10 * time.Second, Tick: 250 * time.Millisecond},
-		a.persist.RegisterBacklog, debug.SetGCPercent, debug.FreeOSMemory, time.Now, a.lg, reg)
+		a.persist.RegisterBacklog, debug.SetGCPercent, time.Now, a.lg, reg)
 	if err != nil {
 		return fmt.Errorf("GC target boost: %w", err)
 	}

@@ -37,7 +37,6 @@ type Booster struct {
 	cfg     Config
 	backlog func() bool
 	set     func(int) int // debug.SetGCPercent
-	release func()        // debug.FreeOSMemory
 	now     func() time.Time
 	lg      *zap.Logger
 	gauge   prometheus.Gauge
@@ -46,10 +45,9 @@ type Booster struct {
 	last    time.Time // the last sample that found a backlog
 }
 
-// New builds a Booster; set is debug.SetGCPercent and release
-// debug.FreeOSMemory outside tests.
-func New(cfg Config, backlog func() bool, set func(int) int, release func(), now func() time.Time, lg *zap.Logger, reg prometheus.Registerer) (*Booster, error) {
-	b := &Booster{cfg: cfg, backlog: backlog, set: set, release: release, now: now, lg: lg.Named("gcboost"),
+// New builds a Booster; set is debug.SetGCPercent outside tests.
+func New(cfg Config, backlog func() bool, set func(int) int, now func() time.Time, lg *zap.Logger, reg prometheus.Registerer) (*Booster, error) {
+	b := &Booster{cfg: cfg, backlog: backlog, set: set, now: now, lg: lg.Named("gcboost"),
 		gauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nodepulse_collector_gc_percent",
 			Help: "The Go GC target in force: --runtime.gc-percent, or --runtime.gc-percent-backlog while registrations are backlogged.",
@@ -83,16 +81,7 @@ func (b *Booster) Step() {
 		b.boosted = false
 		b.set(b.cfg.Base)
 		b.gauge.Set(float64(b.cfg.Base))
-		// The heap grew to the raised target during the backlog; the
-		// runtime hands such memory back to the OS only gradually, and the
-		// collector of a 100,000-node run still held it when its steady
-		// state began (28.4 KiB RSS per node against 10.6 KiB of heap). One
-		// forced collection here returns it at once: a single cycle per
-		// backlog, on a collector that has just caught up.
-		start := b.now()
-		b.release()
-		b.lg.Info("registration backlog gone: GC target restored, memory released", zap.Int("gc_percent", b.cfg.Base),
-			zap.Duration("release_took", b.now().Sub(start)))
+		b.lg.Info("registration backlog gone: GC target restored", zap.Int("gc_percent", b.cfg.Base))
 	}
 }
 
