@@ -50,6 +50,30 @@ func Start(name, logDir, bin string, args ...string) (*Proc, error) {
 	return p, nil
 }
 
+// Renice sets the scheduling niceness of every thread of the process.
+// Linux applies setpriority(PRIO_PROCESS) to one thread, and a Go process
+// has several; threads created later inherit it from the thread that
+// creates them. Two passes catch a thread started during the first.
+func (p *Proc) Renice(nice int) error {
+	dir := fmt.Sprintf("/proc/%d/task", p.Pid())
+	for range 2 {
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			return fmt.Errorf("renice %s: %w", p.Name, err)
+		}
+		for _, t := range tasks {
+			var tid int
+			if _, err := fmt.Sscan(t.Name(), &tid); err != nil {
+				continue
+			}
+			if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice); err != nil && err != syscall.ESRCH {
+				return fmt.Errorf("renice %s (thread %d) to %d: %w", p.Name, tid, nice, err)
+			}
+		}
+	}
+	return nil
+}
+
 // Pid of the process.
 func (p *Proc) Pid() int { return p.Cmd.Process.Pid }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -117,4 +118,47 @@ func TestStopAndWaitTCP(t *testing.T) {
 		t.Fatal("Done not closed after Stop")
 	}
 	p.Kill() // no-op once ended
+}
+
+// TestHelperIdle is the child of TestReniceEveryThread: a Go process with
+// several threads that waits to be killed.
+func TestHelperIdle(t *testing.T) {
+	if os.Getenv("PROCUTIL_HELPER") != "1" {
+		t.Skip("helper process only")
+	}
+	time.Sleep(time.Minute)
+}
+
+// Renice reaches every thread of a multi-threaded child, not only the one
+// whose id is the pid.
+func TestReniceEveryThread(t *testing.T) {
+	os.Setenv("PROCUTIL_HELPER", "1")
+	p, err := Start("threads", t.TempDir(), os.Args[0], "-test.run=^TestHelperIdle$")
+	os.Unsetenv("PROCUTIL_HELPER")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	time.Sleep(200 * time.Millisecond) // the runtime starts its threads
+	if err := p.Renice(7); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(p.Pid()), "task"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) < 2 {
+		t.Fatalf("child has %d threads; the test needs several", len(tasks))
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.Pid()), "task", task.Name(), "stat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Field 19 is nice; fields after the ")" that ends comm start at 3.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if f[16] != "7" {
+			t.Errorf("thread %s: nice %s, want 7", task.Name(), f[16])
+		}
+	}
 }

@@ -85,6 +85,7 @@ type Config struct {
 	WaitLoad      float64
 	WaitLoadMax   time.Duration
 	LogLevel      string
+	SimNice       int
 	Title         string
 	Quick         bool
 }
@@ -122,6 +123,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.WaitLoad, "wait-load", 0, "before starting, wait until the 1-minute load average is below this (0: do not wait)")
 	fs.DurationVar(&c.WaitLoadMax, "wait-load-max", 10*time.Minute, "give up waiting for a low load after this, and run anyway (the report says so)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level of collector and monitor (the simulators log at warn)")
+	fs.IntVar(&c.SimNice, "sim-nice", 0, "scheduling niceness of the simulator processes (-20..19; below 0 needs root or CAP_SYS_NICE, and is skipped with a warning without): a load generator that has to wait for CPU sends its due renewals late and in bursts, and the offered load is then not the flat one the run asks for")
 	fs.StringVar(&c.Title, "title", "", "title of the report (default derived from N and connections)")
 	fs.BoolVar(&c.Quick, "quick", false, "CI smoke preset: 3,000 nodes, short stages, grace 10s, one baseline step (explicit flags still win)")
 }

@@ -682,12 +682,23 @@ func (r *runner) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	sims := []*procutil.Proc{sim}
 	if kill > 0 {
-		if _, err := r.startProc("sim-kill", bin("reporter"), simArgs(kill, connKill, killPrefix, r.killAdm, rampKill)...); err != nil {
+		sk, err := r.startProc("sim-kill", bin("reporter"), simArgs(kill, connKill, killPrefix, r.killAdm, rampKill)...)
+		if err != nil {
 			return err
 		}
+		sims = append(sims, sk)
 	}
 	r.logf("simulators started: %d nodes on %d connections + %d nodes on %d connections (killed later)", live, connLive, kill, connKill)
+	if r.cfg.SimNice != 0 {
+		for _, p := range sims {
+			if err := p.Renice(r.cfg.SimNice); err != nil {
+				r.logf("warning: %v; the simulators run at the default priority", err)
+				break
+			}
+		}
+	}
 	// The registration storm: where the collector's time goes while the
 	// fleet attaches (once the simulator serves its profile too).
 	if r.cfg.Profile {
