@@ -355,6 +355,19 @@ func (a *App) Run(ctx context.Context) error {
 // drain runs when shutdown starts, before GracefulStop.
 func (a *App) drain() {
 	a.lg.Info("collector draining", zap.Duration("window", a.cfg.DrainWindow))
+	// Reporters first: every second before they hear Reconnect is a second
+	// they stay on a collector that is going away. No lease flush before
+	// they move: the collector each one attaches to next writes its lease
+	// at its first renewal there, which is newer than anything this one
+	// could flush (and a flush racing it could only write an older
+	// renewTime over it). Flushing every dirty lease here, 100,000 of them
+	// at 100,000 nodes, took 4–7 s on a loaded etcd, failed its deadline,
+	// and held the Reconnect back all the while.
+	a.ingest.Drain(a.cfg.DrainWindow)
+	// Then the registry entry says so, for operators listing collectors/
+	// (nothing decides on it). Written before the Reconnect, this Put on
+	// a loaded etcd was part of the 2–6 s between the drain's start and
+	// the Reconnect in the 100,000-node runs.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	a.sessMu.Lock()
@@ -365,13 +378,6 @@ func (a *App) drain() {
 		}
 	}
 	a.sessMu.Unlock()
-	// No lease flush before the reporters move: the collector each one
-	// attaches to next writes its lease at its first renewal there, which is
-	// newer than anything this one could flush (and a flush racing it could
-	// only write an older renewTime over it). Flushing every dirty lease
-	// here, 100,000 of them at 100,000 nodes, took 4–7 s on a loaded etcd,
-	// failed its deadline, and held back the Reconnect below all the while.
-	a.ingest.Drain(a.cfg.DrainWindow)
 	// Once every Report stream has ended (the reporters moved, or the drain
 	// cut them a second after the window), the monitors have nothing more
 	// to learn here: end the feeds so GracefulStop does not wait for them.

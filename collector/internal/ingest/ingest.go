@@ -204,8 +204,10 @@ func (s *Server) Drain(window time.Duration) {
 	if s.draining.Swap(true) {
 		return
 	}
+	start := time.Now()
 	n := s.broadcast(reconnect("collector draining", window))
-	s.lg.Info("draining: told reporters to reconnect elsewhere", zap.Int("streams", n), zap.Duration("within", window))
+	s.lg.Info("draining: told reporters to reconnect elsewhere", zap.Int("streams", n), zap.Duration("within", window),
+		zap.Duration("took", time.Since(start)))
 	time.AfterFunc(window+time.Second, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
