@@ -365,9 +365,8 @@ func (a *App) drain() {
 	// and held the Reconnect back all the while.
 	a.ingest.Drain(a.cfg.DrainWindow)
 	// Then the registry entry says so, for operators listing collectors/
-	// (nothing decides on it). Written before the Reconnect, this Put on
-	// a loaded etcd was part of the 2–6 s between the drain's start and
-	// the Reconnect in the 100,000-node runs.
+	// (nothing decides on it): an etcd round trip that need not delay the
+	// Reconnect.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	a.sessMu.Lock()
