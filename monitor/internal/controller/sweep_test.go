@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -43,6 +44,39 @@ func feedRenew(ctx context.Context, f *fleet, names []string, stop map[string]bo
 	}
 }
 
+// sweepFleet is two nodes, n1 and n2, alive only over the fake feed and
+// renewing every 10 s until stop[name], under a leading controller whose
+// passes are 30 s apart, so what happens between passes is the sweep's.
+type sweepFleet struct {
+	f    *fleet
+	ctl  *Controller
+	cfg  Config
+	stop map[string]bool
+	last map[string]time.Time
+	mu   *sync.Mutex // guards stop and last (the fake feed's lock)
+}
+
+func startSweepFleet(t *testing.T, ctx context.Context) sweepFleet {
+	t.Helper()
+	f := newFleet(t, ctx)
+	names := []string{"n1", "n2"}
+	for _, n := range names {
+		f.addNode(n, "z1")
+		f.setAlive(n, false) // liveness only over the feed
+	}
+	sf := sweepFleet{f: f, stop: map[string]bool{}, last: map[string]time.Time{}, mu: &f.live.mu}
+	go feedRenew(ctx, f, names, sf.stop, sf.last)
+	sf.cfg = testConfig("a")
+	sf.cfg.MonitorPeriod = 30 * time.Second
+	ctl, err := New(sf.cfg, f.store, f.cache, f.live, zap.NewNop(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf.ctl = ctl
+	go func() { _ = ctl.Run(ctx) }()
+	return sf
+}
+
 // With passes 30s apart, a node whose grace period runs out between two
 // passes is marked by the deadline sweep within a sweep period of its
 // deadline, not at the next pass (which would be up to 30s late here).
@@ -50,24 +84,8 @@ func TestSweepMarksDeadNodeAtItsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		f := newFleet(t, ctx)
-		names := []string{"n1", "n2"}
-		for _, n := range names {
-			f.addNode(n, "z1")
-			f.setAlive(n, false) // liveness only over the feed
-		}
-		stop := map[string]bool{}
-		last := map[string]time.Time{}
-		mu := &f.live.mu // stop and last are guarded by the fake feed's lock
-		go feedRenew(ctx, f, names, stop, last)
-
-		cfg := testConfig("a")
-		cfg.MonitorPeriod = 30 * time.Second
-		ctl, err := New(cfg, f.store, f.cache, f.live, zap.NewNop(), prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() { _ = ctl.Run(ctx) }()
+		sf := startSweepFleet(t, ctx)
+		f, ctl, cfg, stop, last, mu := sf.f, sf.ctl, sf.cfg, sf.stop, sf.last, sf.mu
 
 		// Passes run at about 0s, 30s, 60s, ... after takeover. Stop n1 right
 		// after its renewal at ~125s: its deadline (~165s) falls between the
@@ -112,24 +130,8 @@ func TestSweepWaitsOutACollectorImposedWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		f := newFleet(t, ctx)
-		names := []string{"n1", "n2"}
-		for _, n := range names {
-			f.addNode(n, "z1")
-			f.setAlive(n, false)
-		}
-		stop := map[string]bool{}
-		last := map[string]time.Time{}
-		mu := &f.live.mu
-		go feedRenew(ctx, f, names, stop, last)
-
-		cfg := testConfig("a")
-		cfg.MonitorPeriod = 30 * time.Second
-		ctl, err := New(cfg, f.store, f.cache, f.live, zap.NewNop(), prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() { _ = ctl.Run(ctx) }()
+		sf := startSweepFleet(t, ctx)
+		f, ctl, cfg, stop, mu := sf.f, sf.ctl, sf.cfg, sf.stop, sf.mu
 
 		// At ~125s n1 is heard WAITING, refused and told to stay away 30 s,
 		// and is never heard again.
