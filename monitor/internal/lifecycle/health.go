@@ -198,6 +198,9 @@ func Evaluate(cfg Config, now time.Time, rec *Record, in Input) Result {
 		}
 	}
 	rec.FeedBlind = in.FeedBlind
+	// The tracker owns the wait (it ends it when the node is heard
+	// attached); the record keeps it so the sweep can see the deadline.
+	rec.QuietUntil = in.QuietUntil
 
 	// Step 3: heartbeats. Any of them proves the reporter alive now.
 	heard := false
@@ -252,7 +255,6 @@ func Evaluate(cfg Config, now time.Time, rec *Record, in Input) Result {
 	// probe stays where it was; the gap is given back (FeedBlind) once the
 	// feed resumes and its length is known. Nor before the wait a
 	// collector imposed on the node has run out (QuietUntil).
-	rec.QuietUntil = in.QuietUntil
 	if in.Paused || !now.After(rec.Deadline(res.Grace)) {
 		return res
 	}
