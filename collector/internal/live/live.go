@@ -227,14 +227,13 @@ func (t *Table) Detach(name string, gen uint64) bool {
 	return true
 }
 
-// Get returns a copy of the entry of attachment gen (any generation when gen
-// is 0).
+// Get returns a copy of the entry of attachment gen.
 func (t *Table) Get(name string, gen uint64) (Entry, bool) {
 	sh := t.shard(name)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e, ok := sh.nodes[name]
-	if !ok || (gen != 0 && e.Gen != gen) {
+	if !ok || e.Gen != gen {
 		return Entry{}, false
 	}
 	return *e, true
@@ -256,20 +255,6 @@ func (t *Table) MarkPersisted(name string, gen uint64, renew time.Time) {
 		e.Dirty = false
 		sh.dirty--
 	}
-}
-
-// Names lists the attached nodes.
-func (t *Table) Names() []string {
-	var out []string
-	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.Lock()
-		for n := range sh.nodes {
-			out = append(out, n)
-		}
-		sh.mu.Unlock()
-	}
-	return out
 }
 
 // Len is the number of attached nodes.
