@@ -449,26 +449,18 @@ func (r *runner) profile(ctx context.Context, stage string, d time.Duration) {
 			defer r.profileWG.Done()
 			c := &http.Client{Timeout: time.Duration(secs+30) * time.Second}
 			f := filepath.Join(dir, fmt.Sprintf("%s-%s.cpu.pb.gz", stage, role))
-			if err := fetch(ctx, c, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, secs), f); err != nil {
+			if err := r.saveProfile(ctx, c, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, secs), f); err != nil {
 				r.logf("profile %s %s: %v", stage, role, err)
 				return
 			}
 			// Where the goroutines wait (a pass blocked on etcd round trips
 			// shows here, not in the CPU profile).
 			g := filepath.Join(dir, fmt.Sprintf("%s-%s.goroutines.txt", stage, role))
-			if err := fetch(ctx, c, base+"/debug/pprof/goroutine?debug=1", g); err == nil {
-				r.tlMu.Lock()
-				r.profiles = append(r.profiles, g)
-				r.tlMu.Unlock()
-			}
+			_ = r.saveProfile(ctx, c, base+"/debug/pprof/goroutine?debug=1", g)
 			h := filepath.Join(dir, fmt.Sprintf("%s-%s.heap.pb.gz", stage, role))
-			if err := fetch(ctx, c, base+"/debug/pprof/heap", h); err != nil {
+			if err := r.saveProfile(ctx, c, base+"/debug/pprof/heap", h); err != nil {
 				r.logf("heap profile %s %s: %v", stage, role, err)
-				return
 			}
-			r.tlMu.Lock()
-			r.profiles = append(r.profiles, f, h)
-			r.tlMu.Unlock()
 		}()
 	}
 }
@@ -493,15 +485,22 @@ func (r *runner) dumpStall(ctx context.Context, at, silent time.Duration) {
 			defer r.profileWG.Done()
 			c := &http.Client{Timeout: time.Minute}
 			f := filepath.Join(dir, fmt.Sprintf("stall-%.0fs-%s.goroutines.txt", at.Seconds(), role))
-			if err := fetch(ctx, c, "http://"+base+"/debug/pprof/goroutine?debug=1", f); err != nil {
+			if err := r.saveProfile(ctx, c, "http://"+base+"/debug/pprof/goroutine?debug=1", f); err != nil {
 				r.logf("stall dump %s: %v", role, err)
-				return
 			}
-			r.tlMu.Lock()
-			r.profiles = append(r.profiles, f)
-			r.tlMu.Unlock()
 		}()
 	}
+}
+
+// saveProfile fetches url into path and lists the file in the report.
+func (r *runner) saveProfile(ctx context.Context, c *http.Client, url, path string) error {
+	if err := fetch(ctx, c, url, path); err != nil {
+		return err
+	}
+	r.tlMu.Lock()
+	r.profiles = append(r.profiles, path)
+	r.tlMu.Unlock()
+	return nil
 }
 
 func fetch(ctx context.Context, c *http.Client, url, path string) error {
