@@ -131,7 +131,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 
 	fs.DurationVar(&c.Persist.CommitWindow, "status.commit-window", pc.CommitWindow, "group commit: status writes arriving within this window share one etcd Txn")
 	fs.IntVar(&c.Persist.QueueSize, "status.queue-size", pc.QueueSize, "status writes waiting for etcd at most; more are refused with retry_after")
-	fs.IntVar(&c.Persist.RegisterQueueSize, "registration.queue-size", pc.RegisterQueueSize, "registrations waiting for a registration worker at most; more are refused with RetryInfo (the time the queue needs to drain)")
+	fs.IntVar(&c.Persist.RegisterQueueSize, "registration.queue-size", pc.RegisterQueueSize, "registrations waiting for a registration worker at most; more are refused with RetryInfo (a retry slot after the queue has drained)")
+	fs.DurationVar(&c.Persist.RegisterMaxWait, "registration.max-wait", pc.RegisterMaxWait, "queue a registration only while the queue answers it within this, at the rate registrations are answered now; a queued reporter is told so and waits on its stream, beyond it registrations are refused with RetryInfo")
+	fs.DurationVar(&c.Ingest.QueuedAfter, "registration.queued-after", ic.QueuedAfter, "tell a reporter its Register is queued (so it waits past its register timeout) when the expected wait is at least this")
 	fs.DurationVar(&c.Persist.CheckpointInterval, "lease.checkpoint-interval", pc.CheckpointInterval, "write each attached node's lease to etcd this often (plus once at attach); the staleness bound of leases/ in etcd")
 	fs.Float64Var(&c.Persist.CheckpointTxnPerSecond, "lease.checkpoint-txn-per-second", pc.CheckpointTxnPerSecond, "cap on lease checkpoint Txns per second (each up to --etcd.max-txn-ops leases), to spread attach storms")
 	fs.DurationVar(&c.Persist.PingInterval, "etcd.ping-interval", pc.PingInterval, "how often etcd availability is probed (readiness)")

@@ -70,6 +70,10 @@ type Config struct {
 	// the node is reported alive (WAITING) this often (default 10 s: four
 	// times within the monitors' default 40 s grace).
 	WaitingInterval time.Duration
+	// QueuedAfter: a Register expected to wait this long or longer in the
+	// registration queue is told so (Command.register_queued), so its
+	// reporter waits past its own register timeout.
+	QueuedAfter time.Duration
 	// RetryAfter is what status reports refused while etcd is unavailable
 	// are told to wait (a busy collector computes its own: StatusRetryAfter).
 	RetryAfter time.Duration
@@ -93,6 +97,7 @@ func DefaultConfig() Config {
 		MessageBurst:              20,
 		RegisterTimeout:           30 * time.Second,
 		WaitingInterval:           10 * time.Second,
+		QueuedAfter:               5 * time.Second,
 		RetryAfter:                5 * time.Second,
 		SendQueue:                 64,
 		StatusQueue:               4,
@@ -134,7 +139,7 @@ type Server struct {
 // New builds the server.
 func New(cfg Config, p *persist.Persister, table *live.Table, lg *zap.Logger, reg prometheus.Registerer) (*Server, error) {
 	if cfg.CollectorID == "" || cfg.MaxStreams <= 0 || cfg.MessagesPerSecond <= 0 || cfg.MessageBurst <= 0 ||
-		cfg.SendQueue <= 0 || cfg.StatusQueue <= 0 || cfg.RegisterTimeout <= 0 || cfg.WaitingInterval <= 0 {
+		cfg.SendQueue <= 0 || cfg.StatusQueue <= 0 || cfg.RegisterTimeout <= 0 || cfg.WaitingInterval <= 0 || cfg.QueuedAfter < 0 {
 		return nil, fmt.Errorf("ingest: invalid config %+v", cfg)
 	}
 	m, err := newMetrics(reg)
@@ -393,10 +398,23 @@ func (s *Server) serve(st *stream, timer *time.Timer) error {
 	if err != nil {
 		return endErr(err)
 	}
-	// Registration (validation, the wait for etcd, log lines) is the
-	// deepest code a stream runs: off the stream's long-lived stack.
-	var err2 error
-	onFreshStack(func() { err2 = s.register(st, first) })
+	// Registration's validation, answer and log lines are the deepest code
+	// a stream runs: off the stream's long-lived stack. The wait in the
+	// queue between them stays on it, which is parked there anyway: after
+	// a collector restart tens of thousands of Registers wait at once, and
+	// a second goroutine each, with the stack validation grew, would cost
+	// about as much memory again as the streams themselves.
+	var (
+		rq   registration
+		err2 error
+	)
+	onFreshStack(func() { rq, err2 = s.prepareRegister(st, first) })
+	if err2 == nil {
+		err2 = s.awaitRegister(st, &rq)
+	}
+	if err2 == nil {
+		onFreshStack(func() { err2 = s.attach(st, &rq) })
+	}
 	if err2 != nil {
 		return err2
 	}
@@ -414,33 +432,55 @@ func endErr(err error) error {
 	return err // io.EOF ends the stream cleanly in grpc-go when returned as nil; keep the transport's error otherwise
 }
 
-// register runs the first message through validation, authorisation and
-// etcd, then attaches the stream.
-func (s *Server) register(st *stream, m *collectorv1.ReportRequest) error {
-	ctx := st.ctx
+// registration is a Register on its way through prepareRegister,
+// awaitRegister and attach.
+type registration struct {
+	seq  uint64
+	reg  *collectorv1.Register
+	node *nodev1.Node // the node to create if absent
+	res  persist.Registered
+}
+
+// prepareRegister runs the first message through validation and
+// authorisation.
+func (s *Server) prepareRegister(st *stream, m *collectorv1.ReportRequest) (registration, error) {
 	reg := m.GetRegister()
 	if reg == nil {
 		s.m.messages.WithLabelValues("register", "failed_precondition").Inc()
-		return status.Error(codes.FailedPrecondition, "register: the first message of a Report stream must be a Register")
+		return registration{}, status.Error(codes.FailedPrecondition, "register: the first message of a Report stream must be a Register")
 	}
 	now := s.now()
 	if l := validation.Register(reg, now, s.cfg.Limits); len(l) > 0 {
 		s.invalid("register", l)
-		return validation.Status(l)
+		return registration{}, validation.Status(l)
 	}
-	name := reg.GetNodeName()
-	if err := s.authorize(ctx, name); err != nil {
+	if err := s.authorize(st.ctx, reg.GetNodeName()); err != nil {
 		s.m.messages.WithLabelValues("register", "permission_denied").Inc()
-		return err
+		return registration{}, err
 	}
+	return registration{seq: m.GetSeq(), reg: reg, node: newNode(reg, now)}, nil
+}
+
+// awaitRegister queues the registration and waits for its answer.
+func (s *Server) awaitRegister(st *stream, rq *registration) error {
+	ctx := st.ctx
+	name := rq.reg.GetNodeName()
 	// Alive from here on, attached or not: a registration can wait many
-	// seconds in the queue on a loaded collector, and the reporter waits
-	// for its ack up to its register timeout (30 s), then backs off, without
-	// a word to anyone; so WAITING now and every WaitingInterval until the
-	// registration is answered.
-	s.waiting(ctx, name)
-	stopWaiting := s.keepWaiting(ctx, name)
-	res, err := s.p.Register(ctx, newNode(reg, now))
+	// seconds in the queue on a loaded collector. The monitors hear
+	// WAITING now and every WaitingInterval until it is answered; a
+	// reporter facing a wait of QueuedAfter or more is told so, with the
+	// time it may take, so it waits instead of giving up at its register
+	// timeout, and the monitors are told the same time (retry_within) so
+	// the first refresh can wait for it.
+	var within time.Duration
+	if wait := s.p.RegisterWait(); wait >= s.cfg.QueuedAfter {
+		within = queuedWithin(wait, s.cfg.WaitingInterval)
+		st.push(registerQueued(within))
+		s.m.queued.Inc()
+	}
+	s.waitingFor(ctx, name, within)
+	stopWaiting := s.keepWaiting(ctx, st, name, max(s.cfg.WaitingInterval, within), within > 0)
+	res, err := s.p.Register(ctx, rq.node)
 	stopWaiting()
 	if err != nil {
 		s.m.messages.WithLabelValues("register", "unavailable").Inc()
@@ -457,6 +497,31 @@ func (s *Server) register(st *stream, m *collectorv1.ReportRequest) error {
 		}
 		return withRetryAfter(status.Newf(codes.Unavailable, "cannot register node %q: %v", name, err), s.cfg.RetryAfter)
 	}
+	rq.res = res
+	return nil
+}
+
+// maxQueuedWithin bounds the wait a queued reporter is told to expect, and
+// the monitors to allow for: what they accept as retry_within.
+const maxQueuedWithin = time.Minute
+
+// queuedWithin is the wait a registration expected to be answered in wait
+// is announced with: twice that (the rate it is computed from changes),
+// plus a refresh interval, at most maxQueuedWithin. Refreshes extend it.
+func queuedWithin(wait, refresh time.Duration) time.Duration {
+	return min(2*wait+refresh, maxQueuedWithin)
+}
+
+func registerQueued(within time.Duration) *collectorv1.ReportResponse {
+	return &collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Command{Command: &collectorv1.Command{
+		Command: &collectorv1.Command_RegisterQueued{RegisterQueued: &collectorv1.RegisterQueued{Within: durationpb.New(within)}}}}}
+}
+
+// attach publishes a registered stream and answers its Register.
+func (s *Server) attach(st *stream, rq *registration) error {
+	ctx := st.ctx
+	name, res := rq.reg.GetNodeName(), rq.res
+	now := s.now()
 	st.name = name
 	if res.Status != nil {
 		// The stored status seeds the cache, so the first unchanged
@@ -480,7 +545,7 @@ func (s *Server) register(st *stream, m *collectorv1.ReportRequest) error {
 	s.mu.Unlock()
 
 	if err := st.send(&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Ack{Ack: &collectorv1.Ack{
-		Seq: m.GetSeq(), Durable: true, Node: res.Node, CollectorId: s.cfg.CollectorID}}}); err != nil {
+		Seq: rq.seq, Durable: true, Node: res.Node, CollectorId: s.cfg.CollectorID}}}); err != nil {
 		s.detach(st, err)
 		return err
 	}
@@ -488,7 +553,7 @@ func (s *Server) register(st *stream, m *collectorv1.ReportRequest) error {
 	// Checked first, fields only then (not a child logger per
 	// registration): a sampled-out line costs the sampler's counter only.
 	if ce := s.lg.Check(zap.InfoLevel, "node attached"); ce != nil {
-		ce.Write(zap.String("node", name), zap.String("reporter", reg.GetReporterId()), zap.Bool("created", res.Created), zap.Uint64("gen", st.gen))
+		ce.Write(zap.String("node", name), zap.String("reporter", rq.reg.GetReporterId()), zap.Bool("created", res.Created), zap.Uint64("gen", st.gen))
 	}
 	if s.draining.Load() {
 		st.push(reconnect("collector draining", time.Second))
@@ -587,21 +652,27 @@ func (s *Server) waitingFor(ctx context.Context, name string, within time.Durati
 	s.m.waiting.Inc()
 }
 
-// keepWaiting reports name WAITING every WaitingInterval until the
-// returned stop is called (a timer, not a goroutine, per queued Register).
-func (s *Server) keepWaiting(ctx context.Context, name string) (stop func()) {
+// keepWaiting reports name WAITING first after first, then every
+// WaitingInterval, until the returned stop is called (a timer, not a
+// goroutine, per queued Register). When the reporter was told its Register
+// is queued, each refresh tells it again, so it keeps waiting as long as
+// the collector does.
+func (s *Server) keepWaiting(ctx context.Context, st *stream, name string, first time.Duration, queued bool) (stop func()) {
 	var mu sync.Mutex
 	stopped := false
 	var t *time.Timer
 	mu.Lock() // the callback cannot run before t is set
 	defer mu.Unlock()
-	t = time.AfterFunc(s.cfg.WaitingInterval, func() {
+	t = time.AfterFunc(first, func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if stopped || ctx.Err() != nil {
 			return
 		}
 		s.waiting(ctx, name)
+		if queued {
+			st.push(registerQueued(s.cfg.WaitingInterval))
+		}
 		t.Reset(s.cfg.WaitingInterval)
 	})
 	return func() {

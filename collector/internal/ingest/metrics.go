@@ -12,6 +12,7 @@ type metrics struct {
 	rejected   *prometheus.CounterVec
 	detached   *prometheus.CounterVec
 	waiting    prometheus.Counter
+	queued     prometheus.Counter
 
 	// Children resolved once: the per-message path does no label lookup.
 	leaseOK, statusOK, statusUnchanged, statusBusy, statusUnavailable, leavingOK prometheus.Counter
@@ -43,6 +44,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "nodepulse_collector_waiting_total",
 			Help: "WAITING feed events: a node's reporter (authorized for it) sent its Register, or was refused before it for capacity, so the monitors hear it is alive while it is not attached.",
 		}),
+		queued: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodepulse_collector_registrations_queued_total",
+			Help: "Registers that were told they wait in the registration queue (Command.register_queued) because the expected wait was --registration.queued-after or more.",
+		}),
 	}
 	m.leaseOK = m.messages.WithLabelValues("lease", "ok")
 	m.statusOK = m.messages.WithLabelValues("status", "ok")
@@ -51,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.statusUnavailable = m.messages.WithLabelValues("status", "unavailable")
 	m.leavingOK = m.messages.WithLabelValues("leaving", "ok")
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.streams, m.messages, m.validation, m.rejected, m.detached, m.waiting} {
+		for _, c := range []prometheus.Collector{m.streams, m.messages, m.validation, m.rejected, m.detached, m.waiting, m.queued} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

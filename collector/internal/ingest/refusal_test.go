@@ -174,3 +174,94 @@ func retryDelay(st *status.Status) time.Duration {
 	}
 	return 0
 }
+
+// A Register that will wait in the registration queue is told so with the
+// time it may take (Command.register_queued), told again while it waits,
+// and answered when its turn comes: its reporter waits on the stream
+// instead of giving up at its register timeout. The monitors hear the same
+// time in its WAITING event.
+func TestQueuedRegisterIsToldAndAnswered(t *testing.T) {
+	const refresh = 50 * time.Millisecond
+	h := newHarness(t, func(c *Config, p *persist.Config) {
+		p.RegisterConcurrency = 1
+		// One queued registration is 10 ms of wait at the assumed rate of
+		// 100 per worker per second.
+		c.QueuedAfter = 5 * time.Millisecond
+		c.WaitingInterval = refresh
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a missing message fails, not hangs
+	defer cancel()
+	hold := make(chan struct{})
+	h.store.hold.Store(&hold)
+	w, err := h.fc.WatchLiveness(ctx, &collectorv1.WatchLivenessRequest{Watcher: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(name string) collectorv1.CollectorService_ReportClient {
+		t.Helper()
+		s, err := h.client.Report(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Send(register(name)); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// node-a's batch waits in etcd, node-b waits in the queue before
+	// node-c: node-c's expected wait is one registration's.
+	a := open("node-a")
+	waitFor(t, func() bool { return h.store.held.Load() > 0 })
+	b := open("node-b")
+	waitFor(t, func() bool { return h.p.RegisterWait() > 0 })
+	c := open("node-c")
+
+	want := queuedWithin(10*time.Millisecond, refresh)
+	r, err := c.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.GetCommand().GetRegisterQueued().GetWithin().AsDuration(); got != want {
+		t.Fatalf("first message to a queued Register: %v, want register_queued within %s", r, want)
+	}
+	// Told again while the wait lasts, with the refresh interval.
+	r, err = c.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.GetCommand().GetRegisterQueued().GetWithin().AsDuration(); got != refresh {
+		t.Fatalf("second message to a queued Register: %v, want register_queued within %s", r, refresh)
+	}
+	for seen := false; !seen; {
+		batch, err := w.Recv()
+		if err != nil {
+			t.Fatalf("no WAITING event for node-c: %v", err)
+		}
+		for _, ev := range batch.GetEvents() {
+			if ev.GetNodeName() == "node-c" && ev.GetKind() == collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING && ev.GetRetryWithin() != nil {
+				if got := ev.GetRetryWithin().AsDuration(); got != want {
+					t.Fatalf("node-c WAITING retry_within %s, want %s", got, want)
+				}
+				seen = true
+			}
+		}
+	}
+
+	h.store.hold.Store(nil)
+	close(hold)
+	for name, s := range map[string]collectorv1.CollectorService_ReportClient{"node-a": a, "node-b": b, "node-c": c} {
+		for {
+			r, err := s.Recv()
+			if err != nil {
+				t.Fatalf("%s: no register ack: %v", name, err)
+			}
+			if r.GetCommand().GetRegisterQueued() != nil {
+				continue // refreshes sent before the answer
+			}
+			if ack := r.GetAck(); ack.GetSeq() != 1 || ack.GetError() != nil || ack.GetNode() == nil {
+				t.Fatalf("%s: first answer after the wait %v, want the register ack", name, r)
+			}
+			break
+		}
+	}
+}

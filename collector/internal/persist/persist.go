@@ -70,11 +70,16 @@ type Config struct {
 	CheckpointTxnPerSecond float64
 	// QueueSize bounds pending status writes.
 	QueueSize int
-	// RegisterQueueSize bounds registrations waiting for a worker. Short on
-	// purpose: a registration that waits holds its stream open, and a queue
-	// of many seconds only delays the refusal (with its RetryInfo) that
-	// spreads a fleet's retries.
+	// RegisterQueueSize bounds registrations waiting for a worker, and
+	// RegisterMaxWait how long the queue may take to answer the last of
+	// them at the rate the workers answer now: more are refused with a
+	// RetryInfo slot (RegisterRetryAfter). A queued reporter is told it is
+	// queued and waits on its stream (ingest: Command.register_queued),
+	// which costs less than a refusal and a second registration; the wait
+	// bound keeps what a reporter is asked to wait, and a fleet's stay on
+	// one busy collector, to about a minute.
 	RegisterQueueSize int
+	RegisterMaxWait   time.Duration
 	// StatusConcurrency: status batches in flight at once. One by default:
 	// several committers split what one batch would carry into more etcd
 	// Txns; they help only when one committer's round trips are the limit.
@@ -101,7 +106,8 @@ func DefaultConfig() Config {
 		CheckpointInterval:     5 * time.Minute,
 		CheckpointTxnPerSecond: 25,
 		QueueSize:              10000,
-		RegisterQueueSize:      2500,
+		RegisterQueueSize:      100000,
+		RegisterMaxWait:        45 * time.Second,
 		RegisterConcurrency:    8,
 		StatusConcurrency:      1,
 		PingInterval:           time.Second,
@@ -157,7 +163,7 @@ func New(cfg Config, store Store, table *live.Table, lg *zap.Logger, reg prometh
 	if cfg.PingFailures <= 0 {
 		cfg.PingFailures = 1
 	}
-	if cfg.CheckpointInterval <= 0 || cfg.CommitWindow < 0 || cfg.QueueSize <= 0 || cfg.RegisterQueueSize <= 0 || cfg.CheckpointTxnPerSecond <= 0 {
+	if cfg.CheckpointInterval <= 0 || cfg.CommitWindow < 0 || cfg.QueueSize <= 0 || cfg.RegisterQueueSize <= 0 || cfg.RegisterMaxWait <= 0 || cfg.CheckpointTxnPerSecond <= 0 {
 		return nil, fmt.Errorf("persist: invalid config %+v", cfg)
 	}
 	m, err := newMetrics(reg, table)
@@ -467,15 +473,32 @@ func (p *Persister) Register(ctx context.Context, node *nodev1.Node) (Registered
 }
 
 // RegisterQueueFull reports whether a registration now would be refused
-// with ErrBusy, so that a stream can be refused before its Register is
-// even decoded: under a registration storm, refusing must cost less than
+// with ErrBusy: the queue is full, or would take longer than
+// RegisterMaxWait to answer it. Checked before a stream's Register is even
+// decoded: under a registration storm, refusing must cost less than
 // registering.
-func (p *Persister) RegisterQueueFull() bool { return len(p.regQ) >= cap(p.regQ) }
+func (p *Persister) RegisterQueueFull() bool {
+	return len(p.regQ) >= cap(p.regQ) || p.RegisterWait() > p.cfg.RegisterMaxWait
+}
 
-// RegisterBacklog reports whether registrations are backlogged: a quarter
-// of the registration queue waits (a fleet reconnecting at once; a fleet
-// joining at a rate the workers keep up with leaves it nearly empty).
-func (p *Persister) RegisterBacklog() bool { return len(p.regQ) >= max(1, cap(p.regQ)/4) }
+// RegisterWait is how long a registration queued now would wait for its
+// answer: the queue's depth at the rate the workers answered over the last
+// seconds (at least the rate assumed before the first measurement, see
+// RegisterRetryAfter).
+func (p *Persister) RegisterWait() time.Duration {
+	return time.Duration(float64(len(p.regQ)) / p.registerRate() * float64(time.Second))
+}
+
+// registerRate is the registrations answered per second, at least 100 per
+// worker (RegisterRetryAfter says why).
+func (p *Persister) registerRate() float64 {
+	return max(p.regRate.perSecond(), 100*float64(p.cfg.RegisterConcurrency))
+}
+
+// RegisterBacklog reports whether registrations are backlogged: the queue
+// needs a second or more (a fleet reconnecting at once; a fleet joining at
+// a rate the workers keep up with leaves it nearly empty).
+func (p *Persister) RegisterBacklog() bool { return p.RegisterWait() >= time.Second }
 
 // RegisterRetryAfter is how long a refused registration should wait. Each
 // refused reporter is given its own slot: the first after the time the
@@ -496,9 +519,9 @@ func (p *Persister) RegisterRetryAfter() time.Duration {
 	// easily does that. Assuming 10 (as before) sent the fleet refused in
 	// the first second away for the 30 s cap: the last nodes of a 30,000-node
 	// restart came back 46 s after the new collector started.
-	rate := max(p.regRate.perSecond(), 100*float64(p.cfg.RegisterConcurrency))
+	rate := p.registerRate()
 	now := p.now()
-	drained := now.Add(time.Duration(float64(len(p.regQ)) / rate * float64(time.Second)))
+	drained := now.Add(p.RegisterWait())
 	p.slotMu.Lock()
 	slot := p.nextSlot
 	if slot.Before(drained) {

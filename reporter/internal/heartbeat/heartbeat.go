@@ -242,6 +242,14 @@ func RetryDelay(err error) time.Duration {
 	return 0
 }
 
+// QueuedWait is how long to wait for a queued Register's ack from the
+// moment the collector said it answers within within (Command.
+// register_queued): that plus the reporter's register timeout, the
+// collector's estimate capped at MaxRetryDelay.
+func QueuedWait(within, registerTimeout time.Duration) time.Duration {
+	return min(max(within, 0), MaxRetryDelay) + registerTimeout
+}
+
 // RetryJitter is the collector's retry delay d plus up to half of it
 // again: a fleet refused at once comes back spread over d/2, not together.
 func RetryJitter(d time.Duration) time.Duration {
@@ -384,9 +392,17 @@ func (s *session) register(ctx context.Context, recv <-chan recvResult) (*collec
 			if r.err != nil {
 				return nil, fmt.Errorf("register: %w", r.err)
 			}
+			if q := r.resp.GetCommand().GetRegisterQueued(); q != nil {
+				// The collector queued the Register and answers it within
+				// q.within: wait that long on top of the register timeout,
+				// rather than give up and queue again at the back.
+				t.Reset(QueuedWait(q.GetWithin().AsDuration(), c.cfg.RegisterTimeout))
+				continue
+			}
 			ack := r.resp.GetAck()
 			if ack == nil || ack.GetSeq() != 1 {
-				// A command before the register ack means nothing yet.
+				// Any other command before the register ack means nothing
+				// yet.
 				continue
 			}
 			delete(s.acks, 1)

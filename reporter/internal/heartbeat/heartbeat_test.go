@@ -69,6 +69,10 @@ type memCollector struct {
 	streams []*memStream
 	node    *nodev1.Node
 	refuse  func(*collectorv1.ReportRequest) *collectorv1.Ack
+	// queue: answer each Register only after this long, telling the
+	// reporter it is queued (Command.register_queued) at once and every
+	// 10 s, as a busy collector does.
+	queue time.Duration
 }
 
 func (c *memCollector) dial(ctx context.Context) (Stream, error) {
@@ -96,8 +100,13 @@ func (c *memCollector) dial(ctx context.Context) (Stream, error) {
 				}
 				c.mu.Lock()
 				c.records = append(c.records, record{time.Now(), kind, req})
-				refuse := c.refuse
+				refuse, queue := c.refuse, c.queue
 				c.mu.Unlock()
+				if kind == "register" && queue > 0 {
+					if !queueRegister(ctx, s, queue) {
+						return
+					}
+				}
 				if refuse != nil && kind != "register" {
 					if a := refuse(req); a != nil {
 						a.Seq = req.GetSeq()
@@ -113,6 +122,27 @@ func (c *memCollector) dial(ctx context.Context) (Stream, error) {
 		}
 	}()
 	return s, nil
+}
+
+// queueRegister tells s its Register is queued, again every 10 s, until
+// wait has passed; false when the stream ended meanwhile.
+func queueRegister(ctx context.Context, s *memStream, wait time.Duration) bool {
+	end := time.Now().Add(wait)
+	for within := wait; within > 0; within = time.Until(end) {
+		q := &collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Command{Command: &collectorv1.Command{
+			Command: &collectorv1.Command_RegisterQueued{RegisterQueued: &collectorv1.RegisterQueued{Within: durationpb.New(min(within, 10*time.Second))}}}}}
+		select {
+		case s.resps <- q:
+		case <-ctx.Done():
+			return false
+		}
+		select {
+		case <-time.After(min(within, 10*time.Second)):
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 func (c *memCollector) command(cmd *collectorv1.Command) {
@@ -414,4 +444,32 @@ func TestReconnectSkipsTheStatusTheControlPlaneHas(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A Register the collector says is queued (Command.register_queued) is
+// waited for as long as the collector keeps saying so, past the reporter's
+// register timeout: giving up would put the node at the back of the queue.
+func TestQueuedRegisterIsWaitedFor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		col, n := &memCollector{queue: 75 * time.Second}, newNode()
+		cfg := testConfig()
+		cl, err := New(cfg, zap.NewNop(), col.dial, n.status, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() { _ = cl.Run(ctx) }()
+		start := time.Now()
+		for cl.Ready() != nil && time.Since(start) < 2*time.Minute {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if d := time.Since(start); d < 75*time.Second || d > 76*time.Second {
+			t.Errorf("registered after %s, want the collector's 75 s", d)
+		}
+		if got := len(col.times("register")); got != 1 {
+			t.Errorf("%d Registers, want 1: the reporter gave up on a queued Register (register timeout %s)", got, cfg.RegisterTimeout)
+		}
+		cancel()
+		synctest.Wait()
+	})
 }

@@ -11,6 +11,7 @@ type Metrics struct {
 	connected       prometheus.Gauge
 	registrations   prometheus.Counter
 	registerLatency prometheus.Histogram
+	queued          prometheus.Counter
 	renewals        prometheus.Counter
 	statuses        prometheus.Counter
 	ackLatency      prometheus.Histogram
@@ -30,6 +31,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Register messages acknowledged."}),
 		registerLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "nodepulse_sim_register_latency_seconds",
 			Help: "Stream open + Register until its ack.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}),
+		queued: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodepulse_sim_register_queued_total",
+			Help: "RegisterQueued commands received while a Register waited for its ack (each extends the wait)."}),
 		renewals: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodepulse_sim_lease_renewals_sent_total",
 			Help: "Lease renewals sent."}),
 		statuses: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodepulse_sim_status_reports_sent_total",
@@ -46,7 +49,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Times a READY connection left READY (server gone, keepalive timeout, GOAWAY)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.nodes, m.connected, m.registrations, m.registerLatency, m.renewals, m.statuses,
+		reg.MustRegister(m.nodes, m.connected, m.registrations, m.registerLatency, m.queued, m.renewals, m.statuses,
 			m.ackLatency, m.ackErrors, m.streamErrors, m.connStates, m.connLost)
 	}
 	return m

@@ -389,6 +389,16 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 	// good.
 	timeout := time.AfterFunc(registerTimeout, cancel)
 	resp, err := stream.Recv()
+	for err == nil {
+		q := resp.GetCommand().GetRegisterQueued()
+		if q == nil {
+			break
+		}
+		// Queued: wait as the real reporter does (heartbeat.QueuedWait).
+		timeout.Reset(heartbeat.QueuedWait(q.GetWithin().AsDuration(), registerTimeout))
+		s.m.queued.Inc()
+		resp, err = stream.Recv()
+	}
 	timeout.Stop()
 	if err != nil || resp.GetAck().GetSeq() != 1 || resp.GetAck().GetError() != nil {
 		// An overloaded collector says how long to stay away (RetryInfo):

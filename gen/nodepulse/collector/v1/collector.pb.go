@@ -661,6 +661,7 @@ type Command struct {
 	//	*Command_ReportStatus
 	//	*Command_SlowDown
 	//	*Command_Reconnect
+	//	*Command_RegisterQueued
 	Command       isCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -730,6 +731,15 @@ func (x *Command) GetReconnect() *Reconnect {
 	return nil
 }
 
+func (x *Command) GetRegisterQueued() *RegisterQueued {
+	if x != nil {
+		if x, ok := x.Command.(*Command_RegisterQueued); ok {
+			return x.RegisterQueued
+		}
+	}
+	return nil
+}
+
 type isCommand_Command interface {
 	isCommand_Command()
 }
@@ -749,11 +759,18 @@ type Command_Reconnect struct {
 	Reconnect *Reconnect `protobuf:"bytes,3,opt,name=reconnect,proto3,oneof"`
 }
 
+type Command_RegisterQueued struct {
+	// RegisterQueued: the Register waits in the collector's queue.
+	RegisterQueued *RegisterQueued `protobuf:"bytes,4,opt,name=register_queued,json=registerQueued,proto3,oneof"`
+}
+
 func (*Command_ReportStatus) isCommand_Command() {}
 
 func (*Command_SlowDown) isCommand_Command() {}
 
 func (*Command_Reconnect) isCommand_Command() {}
+
+func (*Command_RegisterQueued) isCommand_Command() {}
 
 // ReportStatus asks for an immediate full status report.
 type ReportStatus struct {
@@ -857,6 +874,61 @@ func (x *SlowDown) GetMinStatusInterval() *durationpb.Duration {
 	return nil
 }
 
+// RegisterQueued, sent before the Register ack (and again while the wait
+// lasts), says the stream's Register waits in the collector's registration
+// queue, and asks the reporter to keep the stream and wait for the ack up to
+// within plus its own register timeout instead of giving up and registering
+// again: after a collector restart the whole fleet registers at once, and a
+// reporter that gives up costs the collector a second registration, or a
+// refusal, for nothing. The collector tells the monitors meanwhile that the
+// node is alive (WAITING liveness events), so a queued node is not judged
+// for the wait. A reporter that does not know the command waits its own
+// register timeout, as before.
+type RegisterQueued struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Within: the ack is expected within this, counted from the command.
+	Within        *durationpb.Duration `protobuf:"bytes,1,opt,name=within,proto3" json:"within,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterQueued) Reset() {
+	*x = RegisterQueued{}
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterQueued) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterQueued) ProtoMessage() {}
+
+func (x *RegisterQueued) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterQueued.ProtoReflect.Descriptor instead.
+func (*RegisterQueued) Descriptor() ([]byte, []int) {
+	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RegisterQueued) GetWithin() *durationpb.Duration {
+	if x != nil {
+		return x.Within
+	}
+	return nil
+}
+
 // Reconnect asks the reporter to move to another collector.
 type Reconnect struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -871,7 +943,7 @@ type Reconnect struct {
 
 func (x *Reconnect) Reset() {
 	*x = Reconnect{}
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[11]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +955,7 @@ func (x *Reconnect) String() string {
 func (*Reconnect) ProtoMessage() {}
 
 func (x *Reconnect) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[11]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +968,7 @@ func (x *Reconnect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reconnect.ProtoReflect.Descriptor instead.
 func (*Reconnect) Descriptor() ([]byte, []int) {
-	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{11}
+	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Reconnect) GetReason() string {
@@ -959,17 +1031,20 @@ const file_nodepulse_collector_v1_collector_proto_rawDesc = "" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x14\n" +
 	"\x05field\x18\x02 \x01(\tR\x05field\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"\xe5\x01\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xb8\x02\n" +
 	"\aCommand\x12K\n" +
 	"\rreport_status\x18\x01 \x01(\v2$.nodepulse.collector.v1.ReportStatusH\x00R\freportStatus\x12?\n" +
 	"\tslow_down\x18\x02 \x01(\v2 .nodepulse.collector.v1.SlowDownH\x00R\bslowDown\x12A\n" +
-	"\treconnect\x18\x03 \x01(\v2!.nodepulse.collector.v1.ReconnectH\x00R\treconnectB\t\n" +
+	"\treconnect\x18\x03 \x01(\v2!.nodepulse.collector.v1.ReconnectH\x00R\treconnect\x12Q\n" +
+	"\x0fregister_queued\x18\x04 \x01(\v2&.nodepulse.collector.v1.RegisterQueuedH\x00R\x0eregisterQueuedB\t\n" +
 	"\acommand\"&\n" +
 	"\fReportStatus\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x9e\x01\n" +
 	"\bSlowDown\x12G\n" +
 	"\x12min_lease_interval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x10minLeaseInterval\x12I\n" +
-	"\x13min_status_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11minStatusInterval\"V\n" +
+	"\x13min_status_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11minStatusInterval\"C\n" +
+	"\x0eRegisterQueued\x121\n" +
+	"\x06within\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06within\"V\n" +
 	"\tReconnect\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x121\n" +
 	"\x06within\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06within2o\n" +
@@ -989,7 +1064,7 @@ func file_nodepulse_collector_v1_collector_proto_rawDescGZIP() []byte {
 	return file_nodepulse_collector_v1_collector_proto_rawDescData
 }
 
-var file_nodepulse_collector_v1_collector_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_nodepulse_collector_v1_collector_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_nodepulse_collector_v1_collector_proto_goTypes = []any{
 	(*ReportRequest)(nil),         // 0: nodepulse.collector.v1.ReportRequest
 	(*Register)(nil),              // 1: nodepulse.collector.v1.Register
@@ -1002,41 +1077,44 @@ var file_nodepulse_collector_v1_collector_proto_goTypes = []any{
 	(*Command)(nil),               // 8: nodepulse.collector.v1.Command
 	(*ReportStatus)(nil),          // 9: nodepulse.collector.v1.ReportStatus
 	(*SlowDown)(nil),              // 10: nodepulse.collector.v1.SlowDown
-	(*Reconnect)(nil),             // 11: nodepulse.collector.v1.Reconnect
-	nil,                           // 12: nodepulse.collector.v1.Register.LabelsEntry
-	(*v1.Taint)(nil),              // 13: nodepulse.node.v1.Taint
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*v1.NodeStatus)(nil),         // 15: nodepulse.node.v1.NodeStatus
-	(*durationpb.Duration)(nil),   // 16: google.protobuf.Duration
-	(*v1.Node)(nil),               // 17: nodepulse.node.v1.Node
+	(*RegisterQueued)(nil),        // 11: nodepulse.collector.v1.RegisterQueued
+	(*Reconnect)(nil),             // 12: nodepulse.collector.v1.Reconnect
+	nil,                           // 13: nodepulse.collector.v1.Register.LabelsEntry
+	(*v1.Taint)(nil),              // 14: nodepulse.node.v1.Taint
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*v1.NodeStatus)(nil),         // 16: nodepulse.node.v1.NodeStatus
+	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
+	(*v1.Node)(nil),               // 18: nodepulse.node.v1.Node
 }
 var file_nodepulse_collector_v1_collector_proto_depIdxs = []int32{
 	1,  // 0: nodepulse.collector.v1.ReportRequest.register:type_name -> nodepulse.collector.v1.Register
 	2,  // 1: nodepulse.collector.v1.ReportRequest.lease:type_name -> nodepulse.collector.v1.LeaseRenewal
 	3,  // 2: nodepulse.collector.v1.ReportRequest.status:type_name -> nodepulse.collector.v1.StatusReport
 	4,  // 3: nodepulse.collector.v1.ReportRequest.leaving:type_name -> nodepulse.collector.v1.Leaving
-	12, // 4: nodepulse.collector.v1.Register.labels:type_name -> nodepulse.collector.v1.Register.LabelsEntry
-	13, // 5: nodepulse.collector.v1.Register.register_with_taints:type_name -> nodepulse.node.v1.Taint
-	14, // 6: nodepulse.collector.v1.LeaseRenewal.renew_time:type_name -> google.protobuf.Timestamp
-	15, // 7: nodepulse.collector.v1.StatusReport.status:type_name -> nodepulse.node.v1.NodeStatus
+	13, // 4: nodepulse.collector.v1.Register.labels:type_name -> nodepulse.collector.v1.Register.LabelsEntry
+	14, // 5: nodepulse.collector.v1.Register.register_with_taints:type_name -> nodepulse.node.v1.Taint
+	15, // 6: nodepulse.collector.v1.LeaseRenewal.renew_time:type_name -> google.protobuf.Timestamp
+	16, // 7: nodepulse.collector.v1.StatusReport.status:type_name -> nodepulse.node.v1.NodeStatus
 	6,  // 8: nodepulse.collector.v1.ReportResponse.ack:type_name -> nodepulse.collector.v1.Ack
 	8,  // 9: nodepulse.collector.v1.ReportResponse.command:type_name -> nodepulse.collector.v1.Command
 	7,  // 10: nodepulse.collector.v1.Ack.error:type_name -> nodepulse.collector.v1.Error
-	16, // 11: nodepulse.collector.v1.Ack.retry_after:type_name -> google.protobuf.Duration
-	17, // 12: nodepulse.collector.v1.Ack.node:type_name -> nodepulse.node.v1.Node
+	17, // 11: nodepulse.collector.v1.Ack.retry_after:type_name -> google.protobuf.Duration
+	18, // 12: nodepulse.collector.v1.Ack.node:type_name -> nodepulse.node.v1.Node
 	9,  // 13: nodepulse.collector.v1.Command.report_status:type_name -> nodepulse.collector.v1.ReportStatus
 	10, // 14: nodepulse.collector.v1.Command.slow_down:type_name -> nodepulse.collector.v1.SlowDown
-	11, // 15: nodepulse.collector.v1.Command.reconnect:type_name -> nodepulse.collector.v1.Reconnect
-	16, // 16: nodepulse.collector.v1.SlowDown.min_lease_interval:type_name -> google.protobuf.Duration
-	16, // 17: nodepulse.collector.v1.SlowDown.min_status_interval:type_name -> google.protobuf.Duration
-	16, // 18: nodepulse.collector.v1.Reconnect.within:type_name -> google.protobuf.Duration
-	0,  // 19: nodepulse.collector.v1.CollectorService.Report:input_type -> nodepulse.collector.v1.ReportRequest
-	5,  // 20: nodepulse.collector.v1.CollectorService.Report:output_type -> nodepulse.collector.v1.ReportResponse
-	20, // [20:21] is the sub-list for method output_type
-	19, // [19:20] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	12, // 15: nodepulse.collector.v1.Command.reconnect:type_name -> nodepulse.collector.v1.Reconnect
+	11, // 16: nodepulse.collector.v1.Command.register_queued:type_name -> nodepulse.collector.v1.RegisterQueued
+	17, // 17: nodepulse.collector.v1.SlowDown.min_lease_interval:type_name -> google.protobuf.Duration
+	17, // 18: nodepulse.collector.v1.SlowDown.min_status_interval:type_name -> google.protobuf.Duration
+	17, // 19: nodepulse.collector.v1.RegisterQueued.within:type_name -> google.protobuf.Duration
+	17, // 20: nodepulse.collector.v1.Reconnect.within:type_name -> google.protobuf.Duration
+	0,  // 21: nodepulse.collector.v1.CollectorService.Report:input_type -> nodepulse.collector.v1.ReportRequest
+	5,  // 22: nodepulse.collector.v1.CollectorService.Report:output_type -> nodepulse.collector.v1.ReportResponse
+	22, // [22:23] is the sub-list for method output_type
+	21, // [21:22] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_nodepulse_collector_v1_collector_proto_init() }
@@ -1058,6 +1136,7 @@ func file_nodepulse_collector_v1_collector_proto_init() {
 		(*Command_ReportStatus)(nil),
 		(*Command_SlowDown)(nil),
 		(*Command_Reconnect)(nil),
+		(*Command_RegisterQueued)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1065,7 +1144,7 @@ func file_nodepulse_collector_v1_collector_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodepulse_collector_v1_collector_proto_rawDesc), len(file_nodepulse_collector_v1_collector_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

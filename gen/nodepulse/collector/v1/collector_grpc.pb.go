@@ -44,7 +44,10 @@ type CollectorServiceClient interface {
 	// reads the Register (its registration queue is full) still tells the
 	// monitors that this node's reporter is alive (a WAITING liveness event,
 	// also sent for every Register read), when the caller is authorized for
-	// that name.
+	// that name. A Register that has to wait in the queue longer than a few
+	// seconds is told so (Command.register_queued) and answered when its turn
+	// comes; only a collector whose queue already holds more than it can
+	// answer within its bound refuses (ResourceExhausted with RetryInfo).
 	Report(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReportRequest, ReportResponse], error)
 }
 
@@ -91,7 +94,10 @@ type CollectorServiceServer interface {
 	// reads the Register (its registration queue is full) still tells the
 	// monitors that this node's reporter is alive (a WAITING liveness event,
 	// also sent for every Register read), when the caller is authorized for
-	// that name.
+	// that name. A Register that has to wait in the queue longer than a few
+	// seconds is told so (Command.register_queued) and answered when its turn
+	// comes; only a collector whose queue already holds more than it can
+	// answer within its bound refuses (ResourceExhausted with RetryInfo).
 	Report(grpc.BidiStreamingServer[ReportRequest, ReportResponse]) error
 	mustEmbedUnimplementedCollectorServiceServer()
 }
