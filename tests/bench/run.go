@@ -1092,7 +1092,13 @@ func (r *runner) addStage(name, system string, nodes int, a, b *snap, pre *snap)
 		s.Note = fmt.Sprintf("collector: %s status reports received (%s unchanged), %s status Txns, %s registration Txns, %s lease checkpoints in %s Txns",
 			fnum(recv, 0), fnum(unch, 0), fnum(wr, 0), fnum(nt, 0), fnum(ck, 0), fnum(lt, 0))
 		if wt := counterDelta(ac, b.coll, "nodepulse_collector_waiting_total"); wt > 0 {
-			s.Note += fmt.Sprintf(", %s refused registrations reported alive (WAITING)", fnum(wt, 0))
+			s.Note += fmt.Sprintf(", %s WAITING events (registrations queued or refused, reported alive)", fnum(wt, 0))
+		}
+		if q := counterDelta(ac, b.coll, "nodepulse_collector_registrations_queued_total"); q > 0 {
+			s.Note += fmt.Sprintf(", %s Registers told they are queued", fnum(q, 0))
+		}
+		if rf := counterDelta(ac, b.coll, "nodepulse_collector_streams_rejected_total", `reason="registration_queue_full"`); rf > 0 {
+			s.Note += fmt.Sprintf(", %s streams refused for registration capacity", fnum(rf, 0))
 		}
 		s.StatusReports, s.StatusUnchanged, s.StatusTxns = recv, unch, wr
 		// A lost connection silences every node on it until it is back:
