@@ -137,6 +137,11 @@ type Client struct {
 	// as in the kubelet).
 	fastDone  bool
 	startedAt time.Time
+	// lastReport and reportDue outlive sessions, as the kubelet's
+	// lastStatusReportTime outlives API server connections (spec §4.2
+	// step 5): a reconnect is no reason to report an unchanged status.
+	// Only the session goroutine touches them, one session at a time.
+	lastReport, reportDue time.Time
 }
 
 // New returns a client. metrics may be nil.
@@ -479,19 +484,30 @@ func (s *session) renew() error {
 	}}})
 }
 
-// trustStored counts the stored status served at registration as this
-// session's last report when its heartbeat is younger than the report
-// frequency: a reconnect (the collector restarted, the connection broke)
-// then sends a status only if it changed, or when the report frequency
-// is up, as it would have on the old stream; the renewal sent at once
-// tells the new collector the node is alive. (Every reporter of a
-// restarted collector sending its unchanged status at once cost that
-// collector a seventh of its CPU while it re-registered the fleet.) A
-// stored status with the monitor's Unknown overrides differs from what
-// the reporter computes, so it is sent at once.
+// trustStored counts a report as this session's last one, so that a
+// reconnect (the collector restarted, the connection broke) sends a status
+// only if it changed, or when the report frequency is up, as it would have
+// on the old stream; the renewal sent at once tells the new collector the
+// node is alive. That report is this process's own last one, when it made
+// one less than the report frequency ago, else the stored status served at
+// registration when its heartbeat is that young (the process restarted).
+// (Every reporter of a restarted collector sending its unchanged status at
+// once cost that collector a seventh of its CPU while it re-registered the
+// fleet. The stored heartbeat alone did not prevent it: collectors do not
+// write unchanged reports, so it is the time of the last change, usually
+// older than the report frequency.) The status is still compared with the
+// stored one before anything is skipped (tick): a stored status that
+// differs, such as one with the monitor's Unknown overrides, is sent at
+// once.
 func (s *session) trustStored(now time.Time) {
-	if at, ok := StoredReport(s.old, now, s.c.cfg.StatusReportFrequency); ok {
-		s.sentOnce, s.lastReport, s.reportDue = true, at, at.Add(s.c.cfg.StatusReportFrequency)
+	c := s.c
+	freq := c.cfg.StatusReportFrequency
+	if !c.lastReport.IsZero() && now.Sub(c.lastReport) < freq {
+		s.sentOnce, s.lastReport, s.reportDue = true, c.lastReport, c.reportDue
+		return
+	}
+	if at, ok := StoredReport(s.old, now, freq); ok {
+		s.sentOnce, s.lastReport, s.reportDue = true, at, at.Add(freq)
 	}
 }
 
@@ -544,6 +560,7 @@ func (s *session) sendStatus(now time.Time, st *nodev1.NodeStatus, jitterNext bo
 	s.old = st
 	s.sentOnce = true
 	s.lastReport = now
+	c.lastReport = now
 	freq := c.cfg.StatusReportFrequency
 	if jitterNext {
 		// v1.34+: after a change or a restart the next unchanged report is
@@ -552,6 +569,7 @@ func (s *session) sendStatus(now time.Time, st *nodev1.NodeStatus, jitterNext bo
 		freq += time.Duration((rand.Float64() - 0.5) * float64(freq))
 	}
 	s.reportDue = now.Add(freq)
+	c.reportDue = s.reportDue
 	return nil
 }
 

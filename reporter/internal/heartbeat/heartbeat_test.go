@@ -375,9 +375,11 @@ func TestReconnectBackoffAfterStreamLoss(t *testing.T) {
 }
 
 // After a reconnect the reporter sends its status at once only when the
-// control plane's copy (served in the Register ack) differs from it or its
-// heartbeat is as old as the report frequency; otherwise the renewal alone
-// goes out at once and the status waits for a change or its period.
+// control plane's copy (served in the Register ack) differs from it;
+// otherwise the renewal alone goes out at once and the status waits for a
+// change or its period, counted from this process's last report (the
+// kubelet's lastStatusReportTime): collectors do not write unchanged
+// reports, so the stored heartbeat is usually older than the period.
 func TestReconnectSkipsTheStatusTheControlPlaneHas(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -391,13 +393,9 @@ func TestReconnectSkipsTheStatusTheControlPlaneHas(t *testing.T) {
 			c.Status, c.Reason = nodemodel.Unknown, "NodeStatusUnknown"
 			return st
 		}, true},
-		{"heartbeat as old as the report frequency", func(sent *nodev1.NodeStatus) *nodev1.NodeStatus {
-			st := proto.CloneOf(sent)
-			for _, c := range st.GetConditions() {
-				c.LastHeartbeatTime = timestamppb.New(c.GetLastHeartbeatTime().AsTime().Add(-DefaultConfig().StatusReportFrequency))
-			}
-			return st
-		}, true},
+		{"unchanged, heartbeat as old as the report frequency", func(sent *nodev1.NodeStatus) *nodev1.NodeStatus {
+			return heartbeatsOlder(sent, DefaultConfig().StatusReportFrequency)
+		}, false},
 		{"none stored", func(*nodev1.NodeStatus) *nodev1.NodeStatus { return nil }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -440,6 +438,58 @@ func TestReconnectSkipsTheStatusTheControlPlaneHas(t *testing.T) {
 				}
 				if got := len(after) > 0; got != tc.wantSent {
 					t.Fatalf("status sent within 10 s of the reconnect: %v, want %v", got, tc.wantSent)
+				}
+			})
+		})
+	}
+}
+
+// heartbeatsOlder is st with every condition's heartbeat d earlier.
+func heartbeatsOlder(st *nodev1.NodeStatus, d time.Duration) *nodev1.NodeStatus {
+	st = proto.CloneOf(st)
+	for _, c := range st.GetConditions() {
+		c.LastHeartbeatTime = timestamppb.New(c.GetLastHeartbeatTime().AsTime().Add(-d))
+	}
+	return st
+}
+
+// A restarted reporter has no report of its own to count: it counts the
+// stored status as its last report only while that status's heartbeat is
+// younger than the report frequency, and otherwise reports at once.
+func TestRestartedReporterTrustsOnlyAFreshStoredStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		age      time.Duration
+		wantSent bool
+	}{
+		{"stored heartbeat fresh", 0, false},
+		{"stored heartbeat as old as the report frequency", DefaultConfig().StatusReportFrequency, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				col, n := &memCollector{}, newNode()
+				stop := start(t, testConfig(), col, n)
+				time.Sleep(30 * time.Second)
+				stop()
+				col.mu.Lock()
+				var sent *nodev1.NodeStatus
+				for _, r := range col.records {
+					if r.kind == "status" {
+						sent = r.req.GetStatus().GetStatus()
+					}
+				}
+				col.node = &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: "n1"}, Status: heartbeatsOlder(sent, tc.age)}
+				col.mu.Unlock()
+				restarted := time.Now()
+				stop = start(t, testConfig(), col, n) // a new process
+				defer stop()
+				time.Sleep(10 * time.Second)
+				got := false
+				for _, at := range col.times("status") {
+					got = got || !at.Before(restarted) // synctest: the restart's instant
+				}
+				if got != tc.wantSent {
+					t.Fatalf("status sent within 10 s of the restart: %v, want %v", got, tc.wantSent)
 				}
 			})
 		})

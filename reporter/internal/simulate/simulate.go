@@ -123,6 +123,10 @@ type vnode struct {
 	memSince   int64
 	memSent    bool
 	sentStatus bool // conditions exist (a status was built since boot)
+	// lastReport and nextReport: when this node last reported its status
+	// and when its next unchanged report is due; unlike statusDue they
+	// survive reconnects, as the real reporter's (heartbeat.Client).
+	lastReport, nextReport int64
 
 	// Guarded by conn.mu.
 	cancel context.CancelFunc
@@ -834,24 +838,34 @@ func (c *conn) sendStatus(i int, n *vnode, now time.Time, registered bool) {
 		freq += time.Duration((rand.Float64() - 0.5) * float64(freq))
 	}
 	n.statusDue = now.Add(freq).UnixNano()
+	n.lastReport, n.nextReport = now.UnixNano(), n.statusDue
 	heap.Push(&c.heap, item{due: n.statusDue, node: int32(i), kind: 1})
 }
 
 // storedIsCurrent reports whether stored, the status served at
-// registration, is what node i would send now and was reported less than
-// the report frequency ago; if so, its next status is scheduled one report
-// frequency after that report, as the real reporter does after a
-// reconnect (heartbeat.StoredReport).
+// registration, is what node i would send now, and the node reported less
+// than the report frequency ago (itself, or, failing that, the stored
+// status's heartbeat says so); if so, its next status is scheduled when
+// that report's period ends, as the real reporter does after a reconnect
+// (heartbeat's trustStored).
 func (c *conn) storedIsCurrent(i int, n *vnode, now time.Time, stored *nodev1.NodeStatus) bool {
 	s := c.sim
 	if stored == nil || !n.sentStatus || n.memSent != (n.flags.Load()&flagMemPressure != 0) {
 		return false // first status since boot, or a pressure change to send
 	}
-	at, ok := heartbeat.StoredReport(stored, now, s.cfg.StatusReportFrequency)
-	if !ok || nodemodel.StatusChanged(stored, s.status(i, n, now)) {
+	if nodemodel.StatusChanged(stored, s.status(i, n, now)) {
 		return false
 	}
-	n.statusDue = at.Add(s.cfg.StatusReportFrequency).UnixNano()
+	freq := s.cfg.StatusReportFrequency
+	due := n.nextReport
+	if n.lastReport == 0 || now.UnixNano()-n.lastReport >= int64(freq) {
+		at, ok := heartbeat.StoredReport(stored, now, freq)
+		if !ok {
+			return false
+		}
+		due = at.Add(freq).UnixNano()
+	}
+	n.statusDue = due
 	heap.Push(&c.heap, item{due: n.statusDue, node: int32(i), kind: 1})
 	return true
 }
