@@ -1094,7 +1094,7 @@ func (r *runner) addStage(name, system string, nodes int, a, b *snap, pre *snap)
 		if wt := counterDelta(ac, b.coll, "nodepulse_collector_waiting_total"); wt > 0 {
 			s.Note += fmt.Sprintf(", %s WAITING events (registrations queued or refused, reported alive)", fnum(wt, 0))
 		}
-		if q := counterDelta(ac, b.coll, "nodepulse_collector_registrations_queued_total"); q > 0 {
+		if q := counterDelta(ac, b.coll, "nodepulse_collector_registers_told_queued_total"); q > 0 {
 			s.Note += fmt.Sprintf(", %s Registers told they are queued", fnum(q, 0))
 		}
 		if rf := counterDelta(ac, b.coll, "nodepulse_collector_streams_rejected_total", `reason="registration_queue_full"`); rf > 0 {

@@ -45,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "WAITING feed events: a node's reporter (authorized for it) sent its Register, or was refused before it for capacity, so the monitors hear it is alive while it is not attached.",
 		}),
 		queued: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "nodepulse_collector_registrations_queued_total",
+			Name: "nodepulse_collector_registers_told_queued_total",
 			Help: "Registers that were told they wait in the registration queue (Command.register_queued) because the expected wait was --registration.queued-after or more.",
 		}),
 	}
