@@ -486,11 +486,12 @@ func (s *session) renew() error {
 
 // trustStored counts a report as this session's last one, so that a
 // reconnect (the collector restarted, the connection broke) sends a status
-// only if it changed, or when the report frequency is up, as it would have
-// on the old stream; the renewal sent at once tells the new collector the
-// node is alive. That report is this process's own last one, when it made
-// one less than the report frequency ago, else the stored status served at
-// registration when its heartbeat is that young (the process restarted).
+// only if it changed, or when the report period is up, as it would have on
+// the old stream; the renewal sent at once tells the new collector the node
+// is alive. That report is this process's own last one, with the period
+// it was given (jittered after a change), when it made one; else the stored
+// status served at registration when its heartbeat is younger than the
+// report frequency (the process restarted).
 // (Every reporter of a restarted collector sending its unchanged status at
 // once cost that collector a seventh of its CPU while it re-registered the
 // fleet. The stored heartbeat alone did not prevent it: collectors do not
@@ -502,7 +503,8 @@ func (s *session) renew() error {
 func (s *session) trustStored(now time.Time) {
 	c := s.c
 	freq := c.cfg.StatusReportFrequency
-	if !c.lastReport.IsZero() && now.Sub(c.lastReport) < freq {
+	if !c.lastReport.IsZero() {
+		// A period already up is reported at once by the first tick.
 		s.sentOnce, s.lastReport, s.reportDue = true, c.lastReport, c.reportDue
 		return
 	}

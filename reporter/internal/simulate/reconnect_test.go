@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
@@ -222,10 +223,8 @@ func TestLateRenewalKeepsItsPhase(t *testing.T) {
 
 // A virtual node that re-registers does not resend a status the Register
 // ack served back unchanged, as the real reporter: its next periodic status
-// stays where its own last report put it, or, when it has not reported for
-// a report frequency (a long disconnect), a report frequency after the
-// stored one if that is fresh. It does resend when the served copy differs
-// (the monitor's Unknown) or nothing reported within a report frequency.
+// stays where its own last report put it. It does resend when the served
+// copy differs (the monitor's Unknown) or that period is up.
 // Collectors do not write unchanged reports, so the stored heartbeat alone
 // is usually older than that: trusting only it resent every status after a
 // collector restart.
@@ -265,14 +264,20 @@ func TestReconnectSkipsTheStatusTheControlPlaneHas(t *testing.T) {
 	if cs := reg(3, unknown); statuses(cs) != 1 {
 		t.Fatalf("reconnect with the stored status overridden Unknown: %d statuses sent, want 1", statuses(cs))
 	}
-	// The stored heartbeat is now a report frequency old, the node's own
-	// last report (the one just sent) is not.
-	*now = t0.Add(sim.cfg.StatusReportFrequency)
-	if cs := reg(4, first); statuses(cs) != 0 {
-		t.Fatalf("reconnect a report frequency after the stored status, a minute after its own report: %d statuses sent, want 0", statuses(cs))
+	// A stored heartbeat a report frequency old (collectors do not write
+	// unchanged reports) does not count: the node's own last report (the
+	// one just sent, whose period, jittered after the change, is at least
+	// half a frequency) does.
+	stale := proto.CloneOf(first)
+	for _, c := range stale.GetConditions() {
+		c.LastHeartbeatTime = timestamppb.New(c.GetLastHeartbeatTime().AsTime().Add(-sim.cfg.StatusReportFrequency))
 	}
-	*now = t0.Add(time.Minute + sim.cfg.StatusReportFrequency)
-	if cs := reg(5, first); statuses(cs) != 1 {
-		t.Fatalf("reconnect a report frequency after its own report and the stored one: %d statuses sent, want 1", statuses(cs))
+	*now = t0.Add(time.Minute + sim.cfg.StatusReportFrequency/2 - time.Second)
+	if cs := reg(4, stale); statuses(cs) != 0 {
+		t.Fatalf("reconnect with an old stored heartbeat, within its own report's period: %d statuses sent, want 0", statuses(cs))
+	}
+	*now = time.Unix(0, sim.nodes[0].nextReport)
+	if cs := reg(5, stale); statuses(cs) != 1 {
+		t.Fatalf("reconnect when the period of its own report is up: %d statuses sent, want 1", statuses(cs))
 	}
 }

@@ -843,11 +843,11 @@ func (c *conn) sendStatus(i int, n *vnode, now time.Time, registered bool) {
 }
 
 // storedIsCurrent reports whether stored, the status served at
-// registration, is what node i would send now, and the node reported less
-// than the report frequency ago (itself, or, failing that, the stored
-// status's heartbeat says so); if so, its next status is scheduled when
-// that report's period ends, as the real reporter does after a reconnect
-// (heartbeat's trustStored).
+// registration, is what node i would send now, and the period of the
+// node's last report is not up: its own last report's, when it made one
+// in this process, else the stored status's (its heartbeat plus the report
+// frequency); if so, its next status is scheduled when that period ends,
+// as the real reporter does after a reconnect (heartbeat's trustStored).
 func (c *conn) storedIsCurrent(i int, n *vnode, now time.Time, stored *nodev1.NodeStatus) bool {
 	s := c.sim
 	if stored == nil || !n.sentStatus || n.memSent != (n.flags.Load()&flagMemPressure != 0) {
@@ -858,12 +858,15 @@ func (c *conn) storedIsCurrent(i int, n *vnode, now time.Time, stored *nodev1.No
 	}
 	freq := s.cfg.StatusReportFrequency
 	due := n.nextReport
-	if n.lastReport == 0 || now.UnixNano()-n.lastReport >= int64(freq) {
+	if n.lastReport == 0 {
 		at, ok := heartbeat.StoredReport(stored, now, freq)
 		if !ok {
 			return false
 		}
 		due = at.Add(freq).UnixNano()
+	}
+	if due <= now.UnixNano() {
+		return false // the period is up: report now
 	}
 	n.statusDue = due
 	heap.Push(&c.heap, item{due: n.statusDue, node: int32(i), kind: 1})
