@@ -54,16 +54,7 @@ func TestFullRegistrationQueueRefusesStreamsAtOnce(t *testing.T) {
 	defer cancel()
 	hold := make(chan struct{})
 	h.store.hold.Store(&hold)
-	send := func(name string) {
-		t.Helper()
-		s, err := h.client.Report(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Send(register(name)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	send := func(name string) { sendRegister(t, ctx, h, name) }
 	// The only worker's batch waits in etcd; the next registration fills
 	// the one-place queue.
 	send("node-a")
@@ -165,6 +156,20 @@ func TestFullRegistrationQueueRefusesStreamsAtOnce(t *testing.T) {
 	}
 }
 
+// sendRegister opens a Report stream and sends name's Register, without
+// waiting for the answer.
+func sendRegister(t *testing.T, ctx context.Context, h *harness, name string) collectorv1.CollectorService_ReportClient {
+	t.Helper()
+	s, err := h.client.Report(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(register(name)); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // retryDelay is the RetryInfo delay a status carries, 0 without one.
 func retryDelay(st *status.Status) time.Duration {
 	for _, d := range st.Details() {
@@ -197,17 +202,7 @@ func TestQueuedRegisterIsToldAndAnswered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	open := func(name string) collectorv1.CollectorService_ReportClient {
-		t.Helper()
-		s, err := h.client.Report(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Send(register(name)); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	open := func(name string) collectorv1.CollectorService_ReportClient { return sendRegister(t, ctx, h, name) }
 	// node-a's batch waits in etcd, node-b waits in the queue before
 	// node-c: node-c's expected wait is one registration's.
 	a := open("node-a")
