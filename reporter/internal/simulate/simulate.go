@@ -123,10 +123,10 @@ type vnode struct {
 	memSince   int64
 	memSent    bool
 	sentStatus bool // conditions exist (a status was built since boot)
-	// lastReport and nextReport: when this node last reported its status
-	// and when its next unchanged report is due; unlike statusDue they
-	// survive reconnects, as the real reporter's (heartbeat.Client).
-	lastReport, nextReport int64
+	// nextReport: when the next unchanged status report is due; unlike
+	// statusDue it survives reconnects, as the real reporter's schedule
+	// (heartbeat.Client). Meaningful while sentStatus.
+	nextReport int64
 
 	// Guarded by conn.mu.
 	cancel context.CancelFunc
@@ -838,16 +838,18 @@ func (c *conn) sendStatus(i int, n *vnode, now time.Time, registered bool) {
 		freq += time.Duration((rand.Float64() - 0.5) * float64(freq))
 	}
 	n.statusDue = now.Add(freq).UnixNano()
-	n.lastReport, n.nextReport = now.UnixNano(), n.statusDue
+	n.nextReport = n.statusDue
 	heap.Push(&c.heap, item{due: n.statusDue, node: int32(i), kind: 1})
 }
 
 // storedIsCurrent reports whether stored, the status served at
 // registration, is what node i would send now, and the period of the
-// node's last report is not up: its own last report's, when it made one
-// in this process, else the stored status's (its heartbeat plus the report
-// frequency); if so, its next status is scheduled when that period ends,
-// as the real reporter does after a reconnect (heartbeat's trustStored).
+// node's own last report is not up; if so, its next status is scheduled
+// when that period ends, as the real reporter does after a reconnect
+// (heartbeat's trustStored). A virtual node that has not reported since
+// its boot always reports (its conditions are new), so the stored
+// heartbeat, which a restarted real reporter falls back on, never decides
+// here.
 func (c *conn) storedIsCurrent(i int, n *vnode, now time.Time, stored *nodev1.NodeStatus) bool {
 	s := c.sim
 	if stored == nil || !n.sentStatus || n.memSent != (n.flags.Load()&flagMemPressure != 0) {
@@ -856,19 +858,10 @@ func (c *conn) storedIsCurrent(i int, n *vnode, now time.Time, stored *nodev1.No
 	if nodemodel.StatusChanged(stored, s.status(i, n, now)) {
 		return false
 	}
-	freq := s.cfg.StatusReportFrequency
-	due := n.nextReport
-	if n.lastReport == 0 {
-		at, ok := heartbeat.StoredReport(stored, now, freq)
-		if !ok {
-			return false
-		}
-		due = at.Add(freq).UnixNano()
-	}
-	if due <= now.UnixNano() {
+	if n.nextReport <= now.UnixNano() {
 		return false // the period is up: report now
 	}
-	n.statusDue = due
+	n.statusDue = n.nextReport
 	heap.Push(&c.heap, item{due: n.statusDue, node: int32(i), kind: 1})
 	return true
 }
