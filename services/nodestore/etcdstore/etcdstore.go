@@ -86,8 +86,19 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 }
 
 // Store is the etcd-backed nodestore.
+//
+// It holds two clients, each with its own connection: cli carries the data
+// (reads, writes, watches), ctl the traffic whose lateness is itself a
+// verdict: Ping, which decides whether a process calls etcd unavailable,
+// and the sessions' lease keep-alives, whose expiry ends a collector's
+// registration or a monitor's leadership. On one connection, the data a
+// registration storm moves (pages of nodes, hundreds of Txns in flight)
+// queues ahead of them: pings missed their deadline and the collector went
+// NOT_SERVING while etcd applied everything in under 0.1 s
+// (docs/benchmarks.md, session 8).
 type Store struct {
 	cli    *clientv3.Client
+	ctl    *clientv3.Client
 	cfg    Config
 	lg     *zap.Logger
 	prefix string
@@ -109,28 +120,41 @@ func New(cfg Config, lg *zap.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd TLS: %w", err)
 	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   cfg.Endpoints,
-		DialTimeout: cfg.DialTimeout,
-		TLS:         tc,
-		Username:    cfg.Username,
-		Password:    cfg.Password,
-		Logger:      lg.Named("etcdclient").WithOptions(zap.IncreaseLevel(zap.WarnLevel)),
-		// Keepalive makes a dead member or a partition visible to watches.
-		DialKeepAliveTime:    10 * time.Second,
-		DialKeepAliveTimeout: 5 * time.Second,
-		DialOptions:          []grpc.DialOption{},
-		PermitWithoutStream:  true,
-	})
+	dial := func(role string) (*clientv3.Client, error) {
+		cli, err := clientv3.New(clientv3.Config{
+			Endpoints:   cfg.Endpoints,
+			DialTimeout: cfg.DialTimeout,
+			TLS:         tc,
+			Username:    cfg.Username,
+			Password:    cfg.Password,
+			Logger:      lg.Named("etcdclient").With(zap.String("connection", role)).WithOptions(zap.IncreaseLevel(zap.WarnLevel)),
+			// Keepalive makes a dead member or a partition visible to watches.
+			DialKeepAliveTime:    10 * time.Second,
+			DialKeepAliveTimeout: 5 * time.Second,
+			DialOptions:          []grpc.DialOption{},
+			PermitWithoutStream:  true,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("etcd %s client for %v: %w", role, []string(cfg.Endpoints), err)
+		}
+		return cli, nil
+	}
+	cli, err := dial("data")
 	if err != nil {
-		return nil, fmt.Errorf("etcd client for %v: %w", []string(cfg.Endpoints), err)
+		return nil, err
+	}
+	ctl, err := dial("control")
+	if err != nil {
+		_ = cli.Close()
+		return nil, err
 	}
 	s := Wrap(cli, cfg, lg)
-	s.owns = true
+	s.ctl, s.owns = ctl, true
 	return s, nil
 }
 
-// Wrap uses an existing client (tests, embedded etcd). Close does not close it.
+// Wrap uses an existing client (tests, embedded etcd) for data and control
+// alike. Close does not close it.
 func Wrap(cli *clientv3.Client, cfg Config, lg *zap.Logger) *Store {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "/nodepulse/"
@@ -144,18 +168,18 @@ func Wrap(cli *clientv3.Client, cfg Config, lg *zap.Logger) *Store {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 5 * time.Second
 	}
-	return &Store{cli: cli, cfg: cfg, lg: lg, prefix: cfg.Prefix, codec: newCodec(!cfg.PlainValues)}
+	return &Store{cli: cli, ctl: cli, cfg: cfg, lg: lg, prefix: cfg.Prefix, codec: newCodec(!cfg.PlainValues)}
 }
 
 // Prefix is the key prefix in use.
 func (s *Store) Prefix() string { return s.prefix }
 
-// Close closes the client if New created it.
+// Close closes the clients if New created them.
 func (s *Store) Close() error {
-	if s.owns {
-		return s.cli.Close()
+	if !s.owns {
+		return nil
 	}
-	return nil
+	return errors.Join(s.cli.Close(), s.ctl.Close())
 }
 
 func (s *Store) key(k nodestore.Kind, name string) string { return nodestore.Key(s.prefix, k, name) }
@@ -177,11 +201,12 @@ func (s *Store) reqCtx(ctx context.Context) (context.Context, context.CancelFunc
 }
 
 // Ping implements nodestore.Store with a linearizable read, which needs a
-// quorum: a member cut off from its cluster fails it.
+// quorum: a member cut off from its cluster fails it. It goes over the
+// control connection, so it times etcd, not the data queued ahead of it.
 func (s *Store) Ping(ctx context.Context) error {
 	ctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	if _, err := s.cli.Get(ctx, s.prefix+"ping", clientv3.WithCountOnly()); err != nil {
+	if _, err := s.ctl.Get(ctx, s.prefix+"ping", clientv3.WithCountOnly()); err != nil {
 		return fmt.Errorf("etcd ping: %w", err)
 	}
 	return nil
@@ -394,10 +419,11 @@ type session struct {
 }
 
 // NewSession implements nodestore.Store on an etcd lease kept alive by the
-// client; its keys go when the lease expires.
+// control client (a keep-alive queued behind data would let a busy but
+// healthy process's lease expire); its keys go when the lease expires.
 func (s *Store) NewSession(ctx context.Context, ttl time.Duration) (nodestore.Session, error) {
 	secs := int((ttl + time.Second - 1) / time.Second)
-	cs, err := concurrency.NewSession(s.cli, concurrency.WithTTL(max(secs, 1)), concurrency.WithContext(ctx))
+	cs, err := concurrency.NewSession(s.ctl, concurrency.WithTTL(max(secs, 1)), concurrency.WithContext(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("etcd session: %w", err)
 	}
@@ -415,7 +441,7 @@ func (ss *session) Put(ctx context.Context, k nodestore.Kind, name string, v pro
 	}
 	ctx, cancel := ss.s.reqCtx(ctx)
 	defer cancel()
-	if _, err := ss.s.cli.Put(ctx, ss.s.key(k, name), string(b), clientv3.WithLease(ss.cs.Lease())); err != nil {
+	if _, err := ss.cs.Client().Put(ctx, ss.s.key(k, name), string(b), clientv3.WithLease(ss.cs.Lease())); err != nil {
 		return fmt.Errorf("put ephemeral %s/%s: %w", k, name, err)
 	}
 	return nil
