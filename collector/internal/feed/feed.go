@@ -134,7 +134,13 @@ func (s *Server) flush(now time.Time) {
 	if len(events) > 0 {
 		evMsgs = s.messages(events, false, now)
 	}
-	if snap != nil {
+	// A snapshot was taken whenever one was asked for or overflow forced
+	// one, also of an empty table: a collector that has no node yet (just
+	// started, or lost them all) still owes its new subscribers the
+	// message that says "replace your view", with no events. Keyed on
+	// snap != nil, an empty table sent nothing, and a watcher following a
+	// restarted collector never learnt that its view had been replaced.
+	if wantSnap || overflow {
 		snapMsgs = s.messages(snap, true, now)
 	}
 	for sub := range s.subs {

@@ -92,6 +92,38 @@ func TestMessagesSplit(t *testing.T) {
 // Finish (a draining collector whose reporters are gone) delivers the last
 // events — the detaches — and then ends every feed stream cleanly, so the
 // gRPC server's graceful stop does not wait for watchers.
+// A subscriber of a collector with no node yet gets a snapshot too, with
+// no events: it must learn that its view is replaced (a watcher that had
+// followed this collector before keeps nothing from then), and its first
+// message must not be deltas.
+func TestEmptyTableStillSendsSnapshot(t *testing.T) {
+	table := live.New(1 << 10)
+	cfg := DefaultConfig()
+	cfg.CollectorID = "c"
+	s, err := New(cfg, table, noCommands{}, zap.NewNop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := &subscriber{watcher: "early", ch: make(chan batch, cfg.SubscriberBuffer), needSnap: true}
+	s.subs[sub] = struct{}{}
+	now := time.Now()
+	s.flush(now)
+	if len(sub.ch) != 1 {
+		t.Fatalf("%d batches queued after the first flush, want 1 (the snapshot)", len(sub.ch))
+	}
+	b := <-sub.ch
+	if len(b.msgs) != 1 || !b.msgs[0].GetSnapshot() || len(b.msgs[0].GetEvents()) != 0 {
+		t.Fatalf("first batch %v, want one empty snapshot message", b.msgs)
+	}
+	// Afterwards, deltas as usual.
+	table.Attach("node-1", "uid", now)
+	s.flush(now.Add(time.Second))
+	b = <-sub.ch
+	if len(b.msgs) != 1 || b.msgs[0].GetSnapshot() || len(b.msgs[0].GetEvents()) != 1 {
+		t.Fatalf("second batch %v, want node-1's attach as a delta", b.msgs)
+	}
+}
+
 func TestFinishSendsLastEventsAndEndsStreams(t *testing.T) {
 	table := live.New(1 << 10)
 	cfg := DefaultConfig()
