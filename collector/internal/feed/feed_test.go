@@ -19,18 +19,29 @@ type noCommands struct{}
 
 func (noCommands) Command(string, *collectorv1.Command) bool { return false }
 
-// A subscriber that stops reading is not allowed to grow memory: once its
-// buffer is full its backlog is dropped, and the next thing it reads is a
-// snapshot that reflects every change it skipped.
-func TestSlowSubscriberGetsSnapshot(t *testing.T) {
+// newTestServer is a feed of collector "c" over a fresh table; configure
+// adjusts the defaults before New.
+func newTestServer(t *testing.T, configure func(*Config)) (*Server, *live.Table) {
+	t.Helper()
 	table := live.New(1 << 10)
 	cfg := DefaultConfig()
 	cfg.CollectorID = "c"
-	cfg.SubscriberBuffer = 2
+	if configure != nil {
+		configure(&cfg)
+	}
 	s, err := New(cfg, table, noCommands{}, zap.NewNop(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, table
+}
+
+// A subscriber that stops reading is not allowed to grow memory: once its
+// buffer is full its backlog is dropped, and the next thing it reads is a
+// snapshot that reflects every change it skipped.
+func TestSlowSubscriberGetsSnapshot(t *testing.T) {
+	s, table := newTestServer(t, func(c *Config) { c.SubscriberBuffer = 2 })
+	cfg := s.cfg
 	sub := &subscriber{watcher: "slow", ch: make(chan batch, cfg.SubscriberBuffer), needSnap: true}
 	s.subs[sub] = struct{}{}
 	now := time.Now()
@@ -97,14 +108,8 @@ func TestMessagesSplit(t *testing.T) {
 // followed this collector before keeps nothing from then), and its first
 // message must not be deltas.
 func TestEmptyTableStillSendsSnapshot(t *testing.T) {
-	table := live.New(1 << 10)
-	cfg := DefaultConfig()
-	cfg.CollectorID = "c"
-	s, err := New(cfg, table, noCommands{}, zap.NewNop(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub := &subscriber{watcher: "early", ch: make(chan batch, cfg.SubscriberBuffer), needSnap: true}
+	s, table := newTestServer(t, nil)
+	sub := &subscriber{watcher: "early", ch: make(chan batch, s.cfg.SubscriberBuffer), needSnap: true}
 	s.subs[sub] = struct{}{}
 	now := time.Now()
 	s.flush(now)
@@ -125,15 +130,10 @@ func TestEmptyTableStillSendsSnapshot(t *testing.T) {
 }
 
 func TestFinishSendsLastEventsAndEndsStreams(t *testing.T) {
-	table := live.New(1 << 10)
-	cfg := DefaultConfig()
-	cfg.CollectorID = "c"
-	cfg.BatchInterval = time.Hour // flushed by hand below
-	cfg.HeartbeatInterval = time.Hour
-	s, err := New(cfg, table, noCommands{}, zap.NewNop(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, table := newTestServer(t, func(c *Config) {
+		c.BatchInterval = time.Hour // flushed by hand below
+		c.HeartbeatInterval = time.Hour
+	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -193,13 +193,7 @@ func TestFinishSendsLastEventsAndEndsStreams(t *testing.T) {
 // heard; it leaves the snapshots when it attaches, or WaitingMemory after it
 // was last heard.
 func TestSnapshotsRepeatWaitingNodes(t *testing.T) {
-	table := live.New(1 << 10)
-	cfg := DefaultConfig()
-	cfg.CollectorID = "c"
-	s, err := New(cfg, table, noCommands{}, zap.NewNop(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, table := newTestServer(t, nil)
 	t0 := time.Unix(1_000_000, 0)
 	table.Waiting("early", t0, 0)
 	table.Waiting("attaches", t0, 0)
