@@ -100,9 +100,6 @@ func TestMessagesSplit(t *testing.T) {
 	}
 }
 
-// Finish (a draining collector whose reporters are gone) delivers the last
-// events — the detaches — and then ends every feed stream cleanly, so the
-// gRPC server's graceful stop does not wait for watchers.
 // A subscriber of a collector with no node yet gets a snapshot too, with
 // no events: it must learn that its view is replaced (a watcher that had
 // followed this collector before keeps nothing from then), and its first
@@ -129,6 +126,9 @@ func TestEmptyTableStillSendsSnapshot(t *testing.T) {
 	}
 }
 
+// Finish (a draining collector whose reporters are gone) delivers the last
+// events — the detaches — and then ends every feed stream cleanly, so the
+// gRPC server's graceful stop does not wait for watchers.
 func TestFinishSendsLastEventsAndEndsStreams(t *testing.T) {
 	s, table := newTestServer(t, func(c *Config) {
 		c.BatchInterval = time.Hour // flushed by hand below
