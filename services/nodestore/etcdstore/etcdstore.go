@@ -93,9 +93,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 // and the sessions' lease keep-alives, whose expiry ends a collector's
 // registration or a monitor's leadership. On one connection, the data a
 // registration storm moves (pages of nodes, hundreds of Txns in flight)
-// queues ahead of them: pings missed their deadline and the collector went
-// NOT_SERVING while etcd applied everything in under 0.1 s
-// (docs/benchmarks.md, session 8).
+// queues ahead of them; in such storms pings missed their deadline and the
+// collector went NOT_SERVING while etcd applied everything in under 0.1 s
+// (docs/benchmarks.md, sessions 8 and 9: the collector's own CPU is the
+// other part of that lateness, which no connection removes).
 type Store struct {
 	cli    *clientv3.Client
 	ctl    *clientv3.Client
