@@ -477,18 +477,8 @@ func (p *Persister) Register(ctx context.Context, node *nodev1.Node) (Registered
 // RegisterMaxWait to answer it. Checked before a stream's Register is even
 // decoded: under a registration storm, refusing must cost less than
 // registering.
-//
-// The expected wait refuses only once the rate is measured: for its first
-// rateWarmup seconds of registering (a collector that just started, or one
-// that was idle when a fleet arrived) the rate is the floor's guess, and a
-// fleet arriving at once was refused for a wait the workers then beat
-// several-fold: 21,799 and 28,374 streams in two 100,000-node restarts,
-// each refused reporter back only after its retry slot (50–54 s to take
-// the fleet back, against 27 s in a run that refused none;
-// docs/benchmarks.md, session 9). Until then only the queue's capacity
-// refuses, and a queued reporter is told the floor's (longer) wait.
 func (p *Persister) RegisterQueueFull() bool {
-	return len(p.regQ) >= cap(p.regQ) || (p.regRate.measured() && p.RegisterWait() > p.cfg.RegisterMaxWait)
+	return len(p.regQ) >= cap(p.regQ) || p.RegisterWait() > p.cfg.RegisterMaxWait
 }
 
 // RegisterWait is how long a registration queued now would wait for its
@@ -576,13 +566,8 @@ const maxRetryAfter = 20 * time.Second
 type drainRate struct {
 	done atomic.Int64 // answered since the last tick
 	bits atomic.Uint64
-	busy atomic.Int32 // seconds with work done since the last idle second
-	avg  float64      // owned by the rate loop
+	avg  float64 // owned by the rate loop
 }
-
-// rateWarmup is how many seconds of work a drain rate needs before it is
-// taken as measured (drainRate.measured).
-const rateWarmup = 3
 
 func (r *drainRate) add(n int) { r.done.Add(int64(n)) }
 
@@ -595,22 +580,7 @@ func (r *drainRate) tick(queued int) {
 		r.avg = 0.5*r.avg + 0.5*done
 	}
 	r.bits.Store(math.Float64bits(max(r.avg, done)))
-	switch {
-	case done > 0:
-		if r.busy.Load() < rateWarmup {
-			r.busy.Add(1)
-		}
-	case queued == 0:
-		// Idle: the next burst starts from the floor's guess again.
-		r.busy.Store(0)
-	}
-	// Nothing done with work queued (a stalled second) is a measurement
-	// too: it neither counts towards nor resets the warm-up.
 }
-
-// measured reports whether the rate comes from rateWarmup seconds of work
-// since the queue was last idle, not from the floor's guess alone.
-func (r *drainRate) measured() bool { return r.busy.Load() >= rateWarmup }
 
 // rateLoop ticks the drain rates once a second.
 func (p *Persister) rateLoop(ctx context.Context) {

@@ -211,49 +211,6 @@ func TestRegisterRetryAfterGrowsWithQueue(t *testing.T) {
 	}
 }
 
-// A fleet arriving at once at a collector that has not measured its
-// registration rate yet is queued, not refused for a wait guessed from the
-// floor; once the rate is measured, the expected wait refuses; an idle
-// second starts the next burst unmeasured again.
-func TestExpectedWaitRefusesOnlyAMeasuredRate(t *testing.T) {
-	p, cfg := newIdle(t, nil) // not running: nothing drains, the test ticks
-	floor := 100 * float64(cfg.RegisterConcurrency)
-	beyond := int(floor*cfg.RegisterMaxWait.Seconds()) + 1000 // past the max wait at the floor's rate
-	fill := func() {
-		for len(p.regQ) < beyond {
-			p.regQ <- &regReq{node: testNode("n", "u")}
-		}
-	}
-	fill()
-	if p.RegisterQueueFull() {
-		t.Fatalf("%d queued before any measurement (%s at the floor's %g/s): refused for a guessed wait", beyond, p.RegisterWait(), floor)
-	}
-	for i := range rateWarmup {
-		if p.RegisterQueueFull() {
-			t.Fatalf("refused after %d of %d seconds of measurement", i, rateWarmup)
-		}
-		p.regRate.add(10) // a slow drain: below the floor
-		p.regRate.tick(len(p.regQ))
-	}
-	if !p.RegisterQueueFull() {
-		t.Fatalf("measured for %d s, %s expected wait against a max of %s: not refused", rateWarmup, p.RegisterWait(), cfg.RegisterMaxWait)
-	}
-	// A stalled second (work queued, none done) keeps the measurement.
-	p.regRate.tick(len(p.regQ))
-	if !p.RegisterQueueFull() {
-		t.Fatal("a stalled second reset the measurement")
-	}
-	// Drained and idle for a second: the next burst is unmeasured again.
-	for len(p.regQ) > 0 {
-		<-p.regQ
-	}
-	p.regRate.tick(0)
-	fill()
-	if p.RegisterQueueFull() {
-		t.Fatal("a burst after an idle second was refused for the previous burst's rate")
-	}
-}
-
 func TestOneSlowPingDoesNotFlipAvailability(t *testing.T) {
 	p, cfg := newIdle(t, nil)
 	slow := fmt.Errorf("ping: %w", context.DeadlineExceeded)
