@@ -343,8 +343,9 @@ func (a *App) Run(ctx context.Context) error {
 
 	// Streams are gone (or cut). Status acks were only sent after commit,
 	// so nothing acknowledged as durable is pending. Lease renewals were
-	// acknowledged as not durable and are not flushed: the collector each
-	// node moves to checkpoints its lease at once (see drain).
+	// acknowledged as not durable and are not flushed: each stored lease
+	// stays within the staleness it declares until the collector the node
+	// moves to checkpoints it (see drain, and persist.Attach).
 	//
 	// Stop the background loops first, so the registration loop does not
 	// take the closed session for a lost one and register again.
@@ -359,12 +360,13 @@ func (a *App) drain() {
 	a.lg.Info("collector draining", zap.Duration("window", a.cfg.DrainWindow))
 	// Reporters first: every second before they hear Reconnect is a second
 	// they stay on a collector that is going away. No lease flush before
-	// they move: the collector each one attaches to next writes its lease
-	// at its first renewal there, which is newer than anything this one
-	// could flush (and a flush racing it could only write an older
-	// renewTime over it). Flushing every dirty lease here, 100,000 of them
-	// at 100,000 nodes, took 4–7 s on a loaded etcd, failed its deadline,
-	// and held the Reconnect back all the while.
+	// they move: every stored lease was checkpointed within its declared
+	// staleness, and the collector each node attaches to next writes it by
+	// the time that bound runs out (at once if it would run out sooner),
+	// newer than anything this one could flush (a flush racing it could
+	// only write an older renewTime over it). Flushing every dirty lease
+	// here, 100,000 of them at 100,000 nodes, took 4–7 s on a loaded etcd,
+	// failed its deadline, and held the Reconnect back all the while.
 	a.ingest.Drain(a.cfg.DrainWindow)
 	// Then the registry entry says so, for operators listing collectors/
 	// (nothing decides on it): an etcd round trip that need not delay the

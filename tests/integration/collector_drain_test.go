@@ -6,19 +6,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodepulse/nodepulse/collector/app"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 	"github.com/nodepulse/nodepulse/tests/etcdtest"
 )
 
 // TestCollectorDrain runs two collectors on one etcd and stops one: its
-// reporters are told to reconnect, move to the other collector, and the
-// stopped one flushes its leases and leaves discovery.
+// reporters are told to reconnect and move to the other collector, which
+// takes over their lease checkpoints, and the stopped one leaves discovery.
 func TestCollectorDrain(t *testing.T) {
 	cl := etcdtest.Start(t)
 	store := etcdtest.NewStore(t, cl)
 	a := startCollector(t, store, "", nil)
-	b := startCollector(t, store, "", nil)
+	// B checkpoints every 3 s: a node that arrives with a fresh stored
+	// lease (A's drain flushed them all) is first written at its phase.
+	b := startCollector(t, store, "", func(c *app.Config) { c.Persist.CheckpointInterval = 3 * time.Second })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	eventually(t, "both collectors in discovery", func() bool {
@@ -78,7 +81,7 @@ func TestCollectorDrain(t *testing.T) {
 	if _, err := store.Get(ctx, nodestore.Collectors, b.ID()); err != nil {
 		t.Fatalf("B not in discovery: %v", err)
 	}
-	// B writes the attach checkpoints of the nodes it took over.
+	// B checkpoints the nodes it took over, at their phase of its interval.
 	for _, n := range names {
 		eventually(t, n+" lease checkpointed by B", func() bool {
 			o, err := store.Get(ctx, nodestore.Leases, n)

@@ -522,7 +522,7 @@ func (s *Server) attach(st *stream, rq *registration) error {
 	ctx := st.ctx
 	name, res := rq.reg.GetNodeName(), rq.res
 	now := s.now()
-	st.name = name
+	st.name, st.leaseFresh = name, res.LeaseFresh
 	if res.Status != nil {
 		// The stored status seeds the cache, so the first unchanged
 		// report after a reconnect costs no write.

@@ -130,7 +130,7 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 		}
 		if !c.renewed {
 			c.renewed = true
-			s.p.Attach(st.name, st.gen)
+			s.p.Attach(st.name, st.gen, st.leaseFresh)
 		}
 		s.m.leaseOK.Inc()
 		return s.ackLease(st, seq)

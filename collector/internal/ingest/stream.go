@@ -34,8 +34,9 @@ type stream struct {
 	cancel context.CancelCauseFunc
 
 	// Set at registration, before the stream is published in s.streams.
-	name string
-	gen  uint64
+	name       string
+	gen        uint64
+	leaseFresh time.Time // persist.Registered.LeaseFresh, for the first checkpoint
 
 	// sendTok holds one token; whoever takes it may call srv.Send.
 	sendTok chan struct{}

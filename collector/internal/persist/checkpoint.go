@@ -39,11 +39,46 @@ func (h *dueHeap) Pop() any {
 	return it
 }
 
-// Attach schedules the attach checkpoint of attachment gen of name: the
-// first renewal on a new stream is written at once (rate permitting), so
-// etcd learns quickly which collector holds the node. Later checkpoints
-// follow at the node's phase of the checkpoint interval.
-func (p *Persister) Attach(name string, gen uint64) { p.schedule(name, gen, time.Time{}) }
+// Attach schedules the first checkpoint of attachment gen of name, called
+// at the first renewal on a new stream. fresh is Registered.LeaseFresh:
+// until then the stored copy, whoever wrote it, keeps the staleness bound
+// it declares.
+//
+// A node with no stored lease, or one whose stored copy would outlive its
+// bound before this collector's regular checkpoint of the node, is written
+// at once (rate permitting). Any other waits for that regular checkpoint,
+// at the node's phase of the interval: the stored copy stays honest until
+// then, and its persistence.collector names the previous holder meanwhile
+// (the monitors' feeds say which collector holds it now).
+//
+// Why: after a collector restart, or in any failover, the whole fleet
+// attaches within a minute. Writing every node at once was ~100,000 lease
+// puts in that minute: etcd write load while registrations wait for etcd,
+// and 15–20 MiB of history in the database until the next compaction
+// (docs/benchmarks.md, session 10). The phase is a hash of the name, the
+// same on every collector, so a fleet that moves keeps its checkpoints
+// spread.
+//
+// persistTime is the previous collector's clock; collectors whose clocks
+// disagree by d make the bound hold to within d.
+func (p *Persister) Attach(name string, gen uint64, fresh time.Time) {
+	var due time.Time // zero: at once
+	if next := p.nextPhase(name, p.now()); !fresh.IsZero() && !next.Add(checkpointTick).After(fresh) {
+		due = next
+		p.m.ckDeferred.Inc()
+	}
+	p.schedule(name, gen, due)
+}
+
+// leaseFresh is when the stored lease l stops keeping its own promise: its
+// persistTime plus its maxStaleness (zero when it declares neither).
+func leaseFresh(l *nodev1.Lease) time.Time {
+	ps := l.GetPersistence()
+	if ps.GetPersistTime() == nil || ps.GetMaxStaleness() == nil {
+		return time.Time{}
+	}
+	return ps.GetPersistTime().AsTime().Add(ps.GetMaxStaleness().AsDuration())
+}
 
 // CheckpointNow moves name's next checkpoint to now (a reporter that is
 // leaving: its last renewal should reach etcd).

@@ -14,6 +14,7 @@ type metrics struct {
 	available    prometheus.Gauge
 	ckPending    prometheus.Gauge
 	checkpoints  prometheus.Counter
+	ckDeferred   prometheus.Counter
 	regQueued    prometheus.Gauge
 	regInFlight  prometheus.Gauge
 	regYields    prometheus.Counter
@@ -53,6 +54,10 @@ func newMetrics(reg prometheus.Registerer, table *live.Table) (*metrics, error) 
 			Name: "nodepulse_collector_lease_checkpoints_total",
 			Help: "Leases written to etcd.",
 		}),
+		ckDeferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodepulse_collector_lease_attach_checkpoints_deferred_total",
+			Help: "Attachments whose first lease checkpoint waited for the node's regular phase, because the stored lease stays within its declared staleness until then.",
+		}),
 		regQueued: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nodepulse_collector_registrations_queued",
 			Help: "Registrations waiting for a registration worker.",
@@ -79,7 +84,7 @@ func newMetrics(reg prometheus.Registerer, table *live.Table) (*metrics, error) 
 		Help: "Attached nodes whose latest acknowledged renewal is not yet in etcd (acknowledged-but-unpersisted backlog).",
 	}, func() float64 { return float64(table.Unpersisted()) })
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.txns, m.writeSeconds, m.batchOps, m.queued, m.available, m.ckPending, m.checkpoints, m.regQueued, m.regInFlight, m.regYields, m.timeouts, m.pingFailures, unpersisted} {
+		for _, c := range []prometheus.Collector{m.txns, m.writeSeconds, m.batchOps, m.queued, m.available, m.ckPending, m.checkpoints, m.ckDeferred, m.regQueued, m.regInFlight, m.regYields, m.timeouts, m.pingFailures, unpersisted} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

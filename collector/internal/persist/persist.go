@@ -438,6 +438,10 @@ type Registered struct {
 	Status *nodev1.NodeStatus
 	// Created says the node was created by this registration.
 	Created bool
+	// LeaseFresh is when the stored lease stops keeping its own promise
+	// (its persistTime plus the maxStaleness it declares); zero when there
+	// is no stored lease or it declares no bound. Attach uses it.
+	LeaseFresh time.Time
 }
 
 type regReq struct {
@@ -672,7 +676,7 @@ func (p *Persister) registerBatch(ctx context.Context, batch []*regReq) {
 		// duplicate its own copy. (Copying every answer cost 4 % of the
 		// collector's CPU in a registration storm.)
 		if handed[name] {
-			res = Registered{Node: proto.CloneOf(res.Node), Status: proto.CloneOf(res.Status), Created: res.Created}
+			res = Registered{Node: proto.CloneOf(res.Node), Status: proto.CloneOf(res.Status), Created: res.Created, LeaseFresh: res.LeaseFresh}
 		}
 		handed[name] = true
 		r.done <- regResult{reg: res}
@@ -680,10 +684,11 @@ func (p *Persister) registerBatch(ctx context.Context, batch []*regReq) {
 }
 
 func (p *Persister) registerNames(ctx context.Context, names []string, want map[string]*nodev1.Node) (map[string]Registered, error) {
-	refs := make([]nodestore.Ref, 0, 3*len(names))
+	const per = 4 // refs per name, in this order
+	refs := make([]nodestore.Ref, 0, per*len(names))
 	for _, n := range names {
 		refs = append(refs, nodestore.Ref{Kind: nodestore.Nodes, Name: n}, nodestore.Ref{Kind: nodestore.Statuses, Name: n},
-			nodestore.Ref{Kind: nodestore.Health, Name: n})
+			nodestore.Ref{Kind: nodestore.Health, Name: n}, nodestore.Ref{Kind: nodestore.Leases, Name: n})
 	}
 	start := time.Now()
 	got, err := nodestore.GetMany(ctx, p.store, p.store.MaxOps(), refs)
@@ -696,9 +701,13 @@ func (p *Persister) registerNames(ctx context.Context, names []string, want map[
 	healths := map[string]*nodev1.NodeHealth{}
 	var create []string
 	for i, n := range names {
-		nodeRes, stRes, hRes := got[3*i], got[3*i+1], got[3*i+2]
+		nodeRes, stRes, hRes, lRes := got[per*i], got[per*i+1], got[per*i+2], got[per*i+3]
 		var st *nodev1.NodeStatus
 		var h *nodev1.NodeHealth
+		var fresh time.Time
+		if lRes.Found {
+			fresh = leaseFresh(lRes.Object.Value.(*nodev1.Lease))
+		}
 		if stRes.Found {
 			st = stRes.Object.Value.(*nodev1.NodeStatus)
 		}
@@ -708,13 +717,13 @@ func (p *Persister) registerNames(ctx context.Context, names []string, want map[
 		}
 		if !nodeRes.Found {
 			create = append(create, n)
-			out[n] = Registered{Status: st, Node: nodemodel.Merge(want[n], st, h), Created: true}
+			out[n] = Registered{Status: st, Node: nodemodel.Merge(want[n], st, h), Created: true, LeaseFresh: fresh}
 			continue
 		}
 		meta := nodeRes.Object.Value.(*nodev1.Node)
 		served := nodemodel.Merge(meta, st, h)
 		served.Metadata.ResourceVersion = fmt.Sprint(nodeRes.Object.ModRevision)
-		out[n] = Registered{Status: st, Node: served}
+		out[n] = Registered{Status: st, Node: served, LeaseFresh: fresh}
 	}
 	if len(create) == 0 {
 		return out, nil

@@ -67,7 +67,7 @@ func simulate(tb testing.TB, n int, interval, renew, window time.Duration) (txns
 		for i := s % renewSteps; i < n; i += renewSteps {
 			table.Renew(names[i], gens[i], clock, 40)
 			if s < renewSteps {
-				p.Attach(names[i], gens[i])
+				p.Attach(names[i], gens[i], time.Time{})
 			}
 		}
 		for {

@@ -168,12 +168,16 @@ func (x *LeaseSpec) GetAcquireTime() *timestamppb.Timestamp {
 // LeasePersistence is honest bookkeeping about a stored lease.
 type LeasePersistence struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Collector is the id of the collector that holds the node's stream.
+	// Collector is the id of the collector that wrote this copy, which held
+	// the node's stream then. A node that moved since is named here until its
+	// new collector rewrites the copy, at the latest when max_staleness runs
+	// out; the monitors' liveness feeds say which collector holds it now.
 	Collector string `protobuf:"bytes,1,opt,name=collector,proto3" json:"collector,omitempty"`
 	// PersistTime is the collector's clock when this copy was written.
 	PersistTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=persist_time,json=persistTime,proto3" json:"persist_time,omitempty"`
 	// MaxStaleness bounds how far the live renewTime may be ahead of this copy
-	// while the node stays attached to the collector (its checkpoint interval).
+	// (the writer's checkpoint interval plus a tick): whichever collector holds
+	// the node rewrites it before persist_time + max_staleness.
 	MaxStaleness *durationpb.Duration `protobuf:"bytes,3,opt,name=max_staleness,json=maxStaleness,proto3" json:"max_staleness,omitempty"`
 	// Renewals counts renewals the collector accepted on the current stream.
 	Renewals      uint64 `protobuf:"varint,4,opt,name=renewals,proto3" json:"renewals,omitempty"`
