@@ -69,9 +69,23 @@ func scalars(b []byte, out []uint64, seen []bool, sub protowire.Number) (msg []b
 	return msg, hasMsg, true
 }
 
+// recvBuf is a stream's receive buffer: its loop decodes every message
+// into the same ReportRequest, and every lease renewal into the same
+// leaseRequest, so a renewal costs no allocation for as long as the node
+// stays attached (one every 10 s per node: at 100,000 nodes, 1.5 MB/s of
+// garbage that set the pace of the collector's GC cycles, and with it the
+// assists that stall renewals). Nothing keeps a decoded message past
+// handle: a status report hands on only its NodeStatus, which the general
+// codec allocates anew each time.
+type recvBuf struct {
+	req   collectorv1.ReportRequest
+	lease leaseRequest
+}
+
 // decodeLease decodes b into m when b is a lease renewal in the fields
-// this collector knows; false (m untouched) for anything else.
-func decodeLease(b []byte, m *collectorv1.ReportRequest) bool {
+// this collector knows, using x for the renewal's messages (nil: new
+// ones); false (m and x untouched) for anything else.
+func decodeLease(b []byte, m *collectorv1.ReportRequest, x *leaseRequest) bool {
 	var req, lease, ts [2]uint64
 	var reqSeen, leaseSeen, tsSeen [2]bool
 	// ReportRequest: seq (1, varint) and lease (3); 2 must not appear.
@@ -88,7 +102,11 @@ func decodeLease(b []byte, m *collectorv1.ReportRequest) bool {
 			return false
 		}
 	}
-	x := new(leaseRequest)
+	if x == nil {
+		x = new(leaseRequest)
+	}
+	// Field by field: a reused x may hold the previous renewal.
+	x.lease.RenewTime = nil
 	if hasRenew {
 		x.ts.Seconds, x.ts.Nanos = int64(ts[fieldTSSeconds-1]), int32(ts[fieldTSNanos-1])
 		x.lease.RenewTime = &x.ts

@@ -55,13 +55,15 @@ func (s *Server) ackLease(st *stream, seq uint64) error {
 	return err
 }
 
-// conn is the state the loop keeps for one attached stream. It lives in
-// the loop's frame; the work per message is in handle and its callees, so
-// the frame that stays on the stack while the stream waits in Recv is
-// small (the stack of an idle stream is most of what it costs).
+// conn is the state the loop keeps for one attached stream, on the heap
+// (its receive buffer is handed to gRPC); the work per message is in
+// handle and its callees, so the frame that stays on the stack while the
+// stream waits in Recv is small (the stack of an idle stream is most of
+// what it costs).
 type conn struct {
 	s            *Server
 	st           *stream
+	rb           recvBuf // every message is decoded here (see recvBuf)
 	lim          bucket
 	lastSeq      uint64
 	lastRenew    time.Time
@@ -73,16 +75,15 @@ type conn struct {
 // ends it; server-side ends are the handler's (see stream). Each message
 // is processed inline; status writes go to the stream's status writer.
 func (s *Server) loop(st *stream) error {
-	c := conn{s: s, st: st, lim: bucket{tokens: float64(s.cfg.MessageBurst), last: s.now()}}
+	c := &conn{s: s, st: st, lim: bucket{tokens: float64(s.cfg.MessageBurst), last: s.now()}}
 	for {
-		m, err := st.srv.Recv()
-		if err != nil {
+		if err := st.srv.RecvMsg(&c.rb); err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil // the reporter closed its side on purpose
 			}
 			return endErr(err)
 		}
-		if err := c.handle(m); err != nil {
+		if err := c.handle(&c.rb.req); err != nil {
 			return err
 		}
 	}
