@@ -75,8 +75,9 @@ type Server struct {
 	table *live.Table
 	cmd   Commander
 
-	mu   sync.Mutex
-	subs map[*subscriber]struct{}
+	mu    sync.Mutex
+	subs  map[*subscriber]struct{}
+	taken []live.Event // flush's event buffer, reused from one Take to the next
 	// finished is closed by Finish: every WatchLiveness stream sends what is
 	// queued for it and ends.
 	finished   chan struct{}
@@ -128,7 +129,8 @@ func (s *Server) flush(now time.Time) {
 	for sub := range s.subs {
 		wantSnap = wantSnap || sub.needSnap
 	}
-	events, snap, overflow := s.table.Take(wantSnap, now)
+	events, snap, overflow := s.table.Take(s.taken, wantSnap, now)
+	s.taken = events // messages copies what it needs: reused next flush
 	s.events.Add(float64(len(events)))
 	var evMsgs, snapMsgs []*collectorv1.WatchLivenessResponse
 	if len(events) > 0 {
@@ -177,6 +179,10 @@ func (s *Server) flush(now time.Time) {
 	}
 }
 
+// eventBytes is a typical event's coded size (a 30-character name):
+// the buffer of a message's events is sized for it up front.
+const eventBytes = 56
+
 func (s *Server) messages(evs []live.Event, snapshot bool, now time.Time) []*collectorv1.WatchLivenessResponse {
 	hb := durationpb.New(s.cfg.HeartbeatInterval)
 	sent := timestamppb.New(now)
@@ -184,22 +190,9 @@ func (s *Server) messages(evs []live.Event, snapshot bool, now time.Time) []*col
 	for first := true; first || len(evs) > 0; first = false {
 		n := min(len(evs), s.cfg.MaxEventsPerMessage)
 		m := &collectorv1.WatchLivenessResponse{CollectorId: s.cfg.CollectorID, Snapshot: snapshot && first, SentTime: sent, HeartbeatInterval: hb}
-		// Every renewal is one event: the events and their timestamps are
-		// allocated as one array each, not 20,000 objects a second.
-		m.Events = make([]*collectorv1.LivenessEvent, n)
-		pbs := make([]collectorv1.LivenessEvent, n)
-		tss := make([]timestamppb.Timestamp, n)
-		for i, e := range evs[:n] {
-			pb := &pbs[i]
-			pb.NodeName, pb.Kind, pb.LeaseDurationSeconds = e.Name, e.Kind, e.DurationSeconds
-			if !e.RenewTime.IsZero() {
-				tss[i].Seconds, tss[i].Nanos = e.RenewTime.Unix(), int32(e.RenewTime.Nanosecond())
-				pb.RenewTime = &tss[i]
-			}
-			if e.RetryWithin > 0 {
-				pb.RetryWithin = durationpb.New(e.RetryWithin) // refusals only: rare enough to allocate
-			}
-			m.Events[i] = pb
+		if n > 0 {
+			// The events, coded once for every subscriber (wire.go).
+			m.ProtoReflect().SetUnknown(appendEvents(make([]byte, 0, n*eventBytes), evs[:n]))
 		}
 		out = append(out, m)
 		evs = evs[n:]

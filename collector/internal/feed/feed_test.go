@@ -73,7 +73,7 @@ func TestSlowSubscriberGetsSnapshot(t *testing.T) {
 		t.Fatal("no snapshot after falling behind")
 	}
 	got := map[string]time.Time{}
-	for _, e := range last.GetEvents() {
+	for _, e := range received(t, last).GetEvents() {
 		got[e.GetNodeName()] = e.GetRenewTime().AsTime()
 	}
 	if len(got) != 2 || !got["node-1"].Equal(now.Add(9*time.Second)) {
@@ -92,10 +92,10 @@ func TestMessagesSplit(t *testing.T) {
 	}
 	evs := make([]live.Event, 7)
 	msgs := s.messages(evs, true, time.Now())
-	if len(msgs) != 3 || !msgs[0].GetSnapshot() || msgs[1].GetSnapshot() || len(msgs[2].GetEvents()) != 1 {
+	if len(msgs) != 3 || !msgs[0].GetSnapshot() || msgs[1].GetSnapshot() || len(received(t, msgs[2]).GetEvents()) != 1 {
 		t.Fatalf("split into %d messages", len(msgs))
 	}
-	if empty := s.messages(nil, false, time.Now()); len(empty) != 1 || len(empty[0].GetEvents()) != 0 {
+	if empty := s.messages(nil, false, time.Now()); len(empty) != 1 || len(received(t, empty[0]).GetEvents()) != 0 {
 		t.Fatalf("heartbeat batch %v", empty)
 	}
 }
@@ -114,14 +114,14 @@ func TestEmptyTableStillSendsSnapshot(t *testing.T) {
 		t.Fatalf("%d batches queued after the first flush, want 1 (the snapshot)", len(sub.ch))
 	}
 	b := <-sub.ch
-	if len(b.msgs) != 1 || !b.msgs[0].GetSnapshot() || len(b.msgs[0].GetEvents()) != 0 {
+	if len(b.msgs) != 1 || !b.msgs[0].GetSnapshot() || len(received(t, b.msgs[0]).GetEvents()) != 0 {
 		t.Fatalf("first batch %v, want one empty snapshot message", b.msgs)
 	}
 	// Afterwards, deltas as usual.
 	table.Attach("node-1", "uid", now)
 	s.flush(now.Add(time.Second))
 	b = <-sub.ch
-	if len(b.msgs) != 1 || b.msgs[0].GetSnapshot() || len(b.msgs[0].GetEvents()) != 1 {
+	if len(b.msgs) != 1 || b.msgs[0].GetSnapshot() || len(received(t, b.msgs[0]).GetEvents()) != 1 {
 		t.Fatalf("second batch %v, want node-1's attach as a delta", b.msgs)
 	}
 }
@@ -209,7 +209,7 @@ func TestSnapshotsRepeatWaitingNodes(t *testing.T) {
 			if !m.GetSnapshot() {
 				t.Fatalf("first batch is not a snapshot: %v", m)
 			}
-			for _, e := range m.GetEvents() {
+			for _, e := range received(t, m).GetEvents() {
 				if e.GetKind() == collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING {
 					got[e.GetNodeName()] = e.GetRenewTime().AsTime()
 				}

@@ -42,7 +42,7 @@ func BenchmarkRenewalServerPath(b *testing.B) {
 		last[n] = now
 		table.Renew(names[n], gens[n], now, 40)
 		if n == nodes-1 {
-			table.Take(false, time.Now()) // the feed flusher drains events every batch interval
+			table.Take(nil, false, time.Now()) // the feed flusher drains events every batch interval
 		}
 	}
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")

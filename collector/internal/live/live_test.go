@@ -33,17 +33,19 @@ func TestTakeKeepsEachNodesOrder(t *testing.T) {
 	takes.Add(1)
 	go func() {
 		defer takes.Done()
+		var buf []Event // reused, as the feed does
 		for {
 			select {
 			case <-done:
 				return
 			default:
 			}
-			ev, _, overflow := tbl.Take(false, t0)
+			ev, _, overflow := tbl.Take(buf, false, t0)
 			if overflow {
 				t.Error("overflow with a 1 Mi buffer")
 			}
 			all = append(all, ev...)
+			buf = ev
 		}
 	}()
 	var wg sync.WaitGroup
@@ -61,7 +63,7 @@ func TestTakeKeepsEachNodesOrder(t *testing.T) {
 	wg.Wait()
 	close(done)
 	takes.Wait()
-	ev, _, _ := tbl.Take(false, t0)
+	ev, _, _ := tbl.Take(nil, false, t0)
 	all = append(all, ev...)
 
 	next := map[string]int{}
@@ -110,7 +112,7 @@ func TestSnapshot(t *testing.T) {
 	tbl.Waiting("a-01", t0, 0)                                // then attached: no longer waiting
 	tbl.Attach("a-01", "uid", t0.Add(3*time.Second))
 
-	_, snap, _ := tbl.Take(true, t0.Add(5*time.Second))
+	_, snap, _ := tbl.Take(nil, true, t0.Add(5*time.Second))
 	got := map[string]Event{}
 	for _, e := range snap {
 		got[e.Name] = e
@@ -135,7 +137,7 @@ func TestSnapshot(t *testing.T) {
 	}
 
 	// Waiting nodes are forgotten WaitingMemory after they were heard.
-	_, snap, _ = tbl.Take(true, t0.Add(2*time.Second+WaitingMemory+time.Millisecond))
+	_, snap, _ = tbl.Take(nil, true, t0.Add(2*time.Second+WaitingMemory+time.Millisecond))
 	for _, e := range snap {
 		if e.Kind == waiting {
 			t.Fatalf("%s still waiting past WaitingMemory", e.Name)
@@ -151,7 +153,7 @@ func TestOverflowBringsSnapshot(t *testing.T) {
 	for i := range 1000 {
 		tbl.Attach(fmt.Sprintf("n-%04d", i), "uid", t0)
 	}
-	ev, snap, overflow := tbl.Take(false, t0)
+	ev, snap, overflow := tbl.Take(nil, false, t0)
 	if !overflow {
 		t.Fatal("no overflow after 1,000 events in a 64-event buffer")
 	}
@@ -161,7 +163,7 @@ func TestOverflowBringsSnapshot(t *testing.T) {
 	if len(snap) != 1000 {
 		t.Fatalf("snapshot of %d nodes, want 1,000", len(snap))
 	}
-	if _, _, overflow := tbl.Take(false, t0); overflow {
+	if _, _, overflow := tbl.Take(nil, false, t0); overflow {
 		t.Fatal("overflow reported twice")
 	}
 }
@@ -192,7 +194,7 @@ func TestGenerations(t *testing.T) {
 	if !tbl.Detach("n", g2) || tbl.Len() != 0 {
 		t.Fatal("current attachment not detached")
 	}
-	ev, _, _ := tbl.Take(false, t0)
+	ev, _, _ := tbl.Take(nil, false, t0)
 	if n := len(ev); n != 4 || ev[3].Kind != detached {
 		t.Fatalf("events %+v", ev)
 	}
@@ -223,7 +225,7 @@ func BenchmarkRenewContended(b *testing.B) {
 					case <-stop:
 						return
 					case <-t.C:
-						tbl.Take(false, t0)
+						tbl.Take(nil, false, t0)
 					}
 				}
 			}()
@@ -243,5 +245,32 @@ func BenchmarkRenewContended(b *testing.B) {
 			}
 			wg.Wait()
 		})
+	}
+}
+
+// Once its buffers have grown, a round of renewals and the Take that
+// drains it allocate nothing.
+func TestRenewAndTakeAllocateNothing(t *testing.T) {
+	tbl := New(1 << 20)
+	t0 := time.Unix(1_700_000_000, 0)
+	names := make([]string, 1000)
+	gens := make([]uint64, len(names))
+	for i := range names {
+		names[i] = fmt.Sprintf("n-%04d", i)
+		gens[i] = tbl.Attach(names[i], "uid", t0)
+	}
+	buf, _, _ := tbl.Take(nil, false, t0) // the ATTACHED events
+	round := func() {
+		for i, n := range names {
+			tbl.Renew(n, gens[i], t0, 40)
+		}
+		buf, _, _ = tbl.Take(buf, false, t0)
+		if len(buf) != len(names) {
+			t.Fatalf("took %d events, want %d", len(buf), len(names))
+		}
+	}
+	round()
+	if n := testing.AllocsPerRun(20, round); n != 0 {
+		t.Fatalf("%v allocations per round of %d renewals", n, len(names))
 	}
 }
