@@ -132,7 +132,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Persist.CommitWindow, "status.commit-window", pc.CommitWindow, "group commit: status writes arriving within this window share one etcd Txn")
 	fs.IntVar(&c.Persist.QueueSize, "status.queue-size", pc.QueueSize, "status writes waiting for etcd at most; more are refused with retry_after")
 	fs.IntVar(&c.Persist.RegisterQueueSize, "registration.queue-size", pc.RegisterQueueSize, "registrations waiting for a registration worker at most; more are refused with RetryInfo (a retry slot after the queue has drained)")
-	fs.DurationVar(&c.Persist.RegisterMaxWait, "registration.max-wait", pc.RegisterMaxWait, "queue a registration only while the queue answers it within this, at the rate registrations are answered now; a queued reporter is told so and waits on its stream, beyond it registrations are refused with RetryInfo")
+	fs.DurationVar(&c.Persist.RegisterMaxWait, "registration.max-wait", pc.RegisterMaxWait, "queue a registration only while the queue answers it within this, at the rate registrations are answered now; a queued reporter is told so and waits on its stream, beyond it registrations are refused with RetryInfo (only while discovery lists another collector that is not draining: with none, the reporter would only come back here)")
 	fs.DurationVar(&c.Ingest.QueuedAfter, "registration.queued-after", ic.QueuedAfter, "tell a reporter its Register is queued (so it waits past its register timeout) when the expected wait is at least this")
 	fs.DurationVar(&c.Persist.CheckpointInterval, "lease.checkpoint-interval", pc.CheckpointInterval, "write each attached node's lease to etcd this often (plus once at attach); the staleness bound of leases/ in etcd")
 	fs.Float64Var(&c.Persist.CheckpointTxnPerSecond, "lease.checkpoint-txn-per-second", pc.CheckpointTxnPerSecond, "cap on lease checkpoint Txns per second (each up to --etcd.max-txn-ops leases), to spread attach storms")
@@ -315,7 +315,7 @@ func (a *App) Run(ctx context.Context) error {
 	// drained need them. They stop only after the server has.
 	bg, stopBG := context.WithCancel(context.Background())
 	var bgWG sync.WaitGroup
-	loops := []func(context.Context) error{a.persist.Run, a.feed.Run, a.ingest.Run, a.readiness, a.register}
+	loops := []func(context.Context) error{a.persist.Run, a.feed.Run, a.ingest.Run, a.readiness, a.register, a.peers}
 	if a.gc != nil {
 		loops = append(loops, a.gc.Run)
 	}
@@ -458,6 +458,40 @@ func (a *App) register(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// peerInterval is how often a collector lists its peers in discovery.
+const peerInterval = 5 * time.Second
+
+// peers tells the write path, every peerInterval, how many other
+// collectors discovery lists that are not draining: with none, a
+// registration is never refused for the wait, since the reporter would
+// only come back here (persist.RegisterQueueFull). A failed list keeps the
+// last count.
+func (a *App) peers(ctx context.Context) error {
+	t := time.NewTicker(peerInterval)
+	defer t.Stop()
+	for {
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		objs, _, err := a.store.List(lctx, nodestore.Collectors, nodestore.ListOptions{})
+		cancel()
+		if err == nil {
+			n := 0
+			for _, o := range objs {
+				if ci, ok := o.Value.(*collectorv1.CollectorInfo); ok && ci.GetId() != a.cfg.ID && !ci.GetDraining() {
+					n++
+				}
+			}
+			a.persist.SetPeers(n)
+		} else if ctx.Err() == nil {
+			a.lg.Debug("cannot list collectors in discovery; keeping the last count", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }
 
 func (a *App) deregister() {

@@ -29,6 +29,11 @@ func TestCollectorDrain(t *testing.T) {
 		return err == nil && len(objs) == 2
 	})
 
+	// Each sees the other as a peer to send refused registrations to.
+	for _, c := range []*runningCollector{a, b} {
+		eventually(t, c.ID()+" counts one peer", func() bool { return scrape(t, c.AdminAddr(), "nodepulse_collector_peers") == 1 })
+	}
+
 	names := []string{"node-d1", "node-d2", "node-d3"}
 	reps := map[string]*testReporter{}
 	for _, n := range names {
@@ -81,6 +86,8 @@ func TestCollectorDrain(t *testing.T) {
 	if _, err := store.Get(ctx, nodestore.Collectors, b.ID()); err != nil {
 		t.Fatalf("B not in discovery: %v", err)
 	}
+	// Alone now: B no longer refuses registrations for the wait.
+	eventually(t, "B counts no peer", func() bool { return scrape(t, b.AdminAddr(), "nodepulse_collector_peers") == 0 })
 	// B checkpoints the nodes it took over, at their phase of its interval.
 	for _, n := range names {
 		eventually(t, n+" lease checkpointed by B", func() bool {

@@ -157,7 +157,14 @@ func (m *monitor) stop() {
 // metric reads one unlabelled sample from the monitor's /metrics.
 func (m *monitor) metric(t *testing.T, name string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + m.app.AdminAddr() + "/metrics")
+	return scrape(t, m.app.AdminAddr(), name)
+}
+
+// scrape reads one unlabelled sample from the /metrics of the admin server
+// at addr (0 when absent).
+func scrape(t *testing.T, addr, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ type metrics struct {
 	checkpoints  prometheus.Counter
 	ckDeferred   prometheus.Counter
 	regQueued    prometheus.Gauge
+	peers        prometheus.Gauge
 	regInFlight  prometheus.Gauge
 	regYields    prometheus.Counter
 	timeouts     prometheus.Counter
@@ -62,6 +63,10 @@ func newMetrics(reg prometheus.Registerer, table *live.Table) (*metrics, error) 
 			Name: "nodepulse_collector_registrations_queued",
 			Help: "Registrations waiting for a registration worker.",
 		}),
+		peers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodepulse_collector_peers",
+			Help: "Other collectors in discovery, not draining (-1 until first listed). With none, registrations are never refused for the wait (--registration.max-wait): a refused reporter would only come back here.",
+		}),
 		regInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nodepulse_collector_registration_batches_in_flight",
 			Help: "Registration batches being read from or written to etcd (at most --registration.concurrency).",
@@ -84,7 +89,7 @@ func newMetrics(reg prometheus.Registerer, table *live.Table) (*metrics, error) 
 		Help: "Attached nodes whose latest acknowledged renewal is not yet in etcd (acknowledged-but-unpersisted backlog).",
 	}, func() float64 { return float64(table.Unpersisted()) })
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.txns, m.writeSeconds, m.batchOps, m.queued, m.available, m.ckPending, m.checkpoints, m.ckDeferred, m.regQueued, m.regInFlight, m.regYields, m.timeouts, m.pingFailures, unpersisted} {
+		for _, c := range []prometheus.Collector{m.txns, m.writeSeconds, m.batchOps, m.queued, m.available, m.ckPending, m.checkpoints, m.ckDeferred, m.regQueued, m.peers, m.regInFlight, m.regYields, m.timeouts, m.pingFailures, unpersisted} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -3,7 +3,8 @@
 // of etcd transactions, not their size, is what costs:
 //
 //   - Registrations: create nodes/<name> if absent and read the node's
-//     stored status/ and health/ to answer with the served node. Concurrent
+//     stored status/ and health/ to answer with the served node, and its
+//     lease/ for the first checkpoint. Concurrent
 //     registrations (a storm after a collector restart) share one
 //     multi-key read Txn and one create Txn per batch, and
 //     RegisterConcurrency batches are in flight at once, so the rate scales
@@ -13,9 +14,9 @@
 //     stored copy); concurrent writes from many streams are group-committed
 //     into one Txn per commit window. The caller acks only after commit.
 //   - Lease checkpoints: renewals stay in memory (package live); each
-//     attached node's lease is written at attach and then once per
-//     checkpoint interval at a per-node phase, so the load is flat whatever
-//     the attach pattern was.
+//     attached node's lease is written once per checkpoint interval at a
+//     per-node phase, so the load is flat whatever the attach pattern was,
+//     and at attach only when its stored copy would go stale before then.
 //
 // Availability: a ping loop and every write result tell whether etcd
 // answers; callers refuse durable work at once while it does not. One
@@ -77,7 +78,8 @@ type Config struct {
 	// queued and waits on its stream (ingest: Command.register_queued),
 	// which costs less than a refusal and a second registration; the wait
 	// bound keeps what a reporter is asked to wait, and a fleet's stay on
-	// one busy collector, to about a minute.
+	// one busy collector, to about a minute. It applies only while another
+	// collector is there to go to (SetPeers).
 	RegisterQueueSize int
 	RegisterMaxWait   time.Duration
 	// StatusConcurrency: status batches in flight at once. One by default:
@@ -141,6 +143,7 @@ type Persister struct {
 
 	available   atomic.Bool
 	pingFails   atomic.Int32 // consecutive failed pings; reset by any answer
+	peers       atomic.Int32 // other collectors to go to (SetPeers); -1: not known yet
 	regRate     drainRate    // registrations answered per second
 	slotMu      sync.Mutex
 	nextSlot    time.Time    // the next refused registration's retry slot
@@ -176,6 +179,8 @@ func New(cfg Config, store Store, table *live.Table, lg *zap.Logger, reg prometh
 		regQ:    make(chan *regReq, cfg.RegisterQueueSize),
 		ckWake:  make(chan struct{}, 1),
 	}
+	p.peers.Store(-1)
+	p.m.peers.Set(-1)
 	// Optimistic until the first ping says otherwise, so a collector that
 	// starts together with etcd does not refuse its first streams.
 	p.available.Store(true)
@@ -478,11 +483,28 @@ func (p *Persister) Register(ctx context.Context, node *nodev1.Node) (Registered
 
 // RegisterQueueFull reports whether a registration now would be refused
 // with ErrBusy: the queue is full, or would take longer than
-// RegisterMaxWait to answer it. Checked before a stream's Register is even
-// decoded: under a registration storm, refusing must cost less than
-// registering.
+// RegisterMaxWait to answer it while another collector could take the
+// node. Checked before a stream's Register is even decoded: under a
+// registration storm, refusing must cost less than registering.
+//
+// With no other collector, a reporter refused for the wait comes back here
+// after its retry slot, later than waiting would have served it: a
+// restarted collector alone, its rate still measured over its slowest
+// first seconds, refused 16,000–38,000 streams of a 90,000-node fleet and
+// then idled for ~10 s while they waited out their slots, so the restart
+// took 50–59 s instead of ~30 (docs/benchmarks.md, sessions 9 and 10).
 func (p *Persister) RegisterQueueFull() bool {
-	return len(p.regQ) >= cap(p.regQ) || p.RegisterWait() > p.cfg.RegisterMaxWait
+	if len(p.regQ) >= cap(p.regQ) {
+		return true
+	}
+	return p.peers.Load() != 0 && p.RegisterWait() > p.cfg.RegisterMaxWait
+}
+
+// SetPeers records how many other collectors, not draining, discovery
+// lists now; until the first call the collector assumes there may be some.
+func (p *Persister) SetPeers(n int) {
+	p.peers.Store(int32(n))
+	p.m.peers.Set(float64(n))
 }
 
 // RegisterWait is how long a registration queued now would wait for its
@@ -604,13 +626,13 @@ func (p *Persister) rateLoop(ctx context.Context) {
 
 // registerLoop is one registration worker; RegisterConcurrency of them take
 // batches from the same queue, so that many batches are in flight at once.
-// A batch takes what is queued (up to what fits one read Txn: three reads
+// A batch takes what is queued (up to what fits one read Txn: regReads
 // per node) and waits up to the commit window for more only while it is
 // not full, so a deep queue yields full batches at once.
 func (p *Persister) registerLoop(ctx context.Context) {
-	// Three reads per node must fit one Txn (and the creates, one per
-	// node, then fit too).
-	per := max(1, p.store.MaxOps()/3)
+	// A batch's reads must fit one Txn (and the creates, one per node,
+	// then fit too).
+	per := max(1, p.store.MaxOps()/regReads)
 	for {
 		var first *regReq
 		select {
@@ -683,8 +705,12 @@ func (p *Persister) registerBatch(ctx context.Context, batch []*regReq) {
 	}
 }
 
+// regReads is what registration reads per node: its node, status, health
+// and lease.
+const regReads = 4
+
 func (p *Persister) registerNames(ctx context.Context, names []string, want map[string]*nodev1.Node) (map[string]Registered, error) {
-	const per = 4 // refs per name, in this order
+	const per = regReads // in this order:
 	refs := make([]nodestore.Ref, 0, per*len(names))
 	for _, n := range names {
 		refs = append(refs, nodestore.Ref{Kind: nodestore.Nodes, Name: n}, nodestore.Ref{Kind: nodestore.Statuses, Name: n},

@@ -355,3 +355,35 @@ func TestRefusedRegistrationsAreSpreadOverSlots(t *testing.T) {
 		t.Errorf("10 s later: retry after %s, want %s (the slot after the last one handed out)", d, want)
 	}
 }
+
+// A queue that would take longer than RegisterMaxWait refuses only while
+// another collector could take the node: alone, the reporter would come
+// back here. A full queue refuses either way.
+func TestWaitRefusalNeedsAPeer(t *testing.T) {
+	p, cfg := newIdle(t, func(c *Config) {
+		c.RegisterConcurrency, c.RegisterQueueSize, c.RegisterMaxWait = 1, 200, time.Second
+	})
+	// Nobody works the queue (Run is not started): 150 queued at the
+	// assumed 100/s is 1.5 s of wait, over the 1 s bound.
+	for range 150 {
+		p.regQ <- &regReq{}
+	}
+	for _, c := range []struct {
+		peers int
+		full  bool
+	}{{-1, true}, {1, true}, {0, false}, {2, true}} {
+		if c.peers >= 0 {
+			p.SetPeers(c.peers)
+		}
+		if got := p.RegisterQueueFull(); got != c.full {
+			t.Errorf("peers %d, wait %s over %s: refuse %v, want %v", c.peers, p.RegisterWait(), cfg.RegisterMaxWait, got, c.full)
+		}
+	}
+	p.SetPeers(0)
+	for len(p.regQ) < cap(p.regQ) {
+		p.regQ <- &regReq{}
+	}
+	if !p.RegisterQueueFull() {
+		t.Error("a full queue does not refuse when alone")
+	}
+}
