@@ -21,12 +21,11 @@ import (
 func BenchmarkRenewalServerPath(b *testing.B) {
 	table := live.New(1 << 20)
 	const nodes = 10000
-	names := make([]string, nodes)
-	gens := make([]uint64, nodes)
+	refs := make([]live.Ref, nodes)
 	last := make([]time.Time, nodes)
-	for i := range names {
-		names[i] = fmt.Sprintf("node-%06d", i)
-		gens[i] = table.Attach(names[i], "uid", time.Now())
+	for i := range refs {
+		name := fmt.Sprintf("node-%06d", i)
+		refs[i], _ = table.Ref(name, table.Attach(name, "uid", time.Now()))
 	}
 	lim := validation.DefaultLimits()
 	now := time.Now()
@@ -40,7 +39,7 @@ func BenchmarkRenewalServerPath(b *testing.B) {
 			b.Fatal(l)
 		}
 		last[n] = now
-		table.Renew(names[n], gens[n], now, 40)
+		refs[n].Renew(now, 40)
 		if n == nodes-1 {
 			table.Take(nil, false, time.Now()) // the feed flusher drains events every batch interval
 		}

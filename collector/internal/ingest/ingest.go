@@ -542,6 +542,7 @@ func (s *Server) attach(st *stream, rq *registration) error {
 	}
 	s.streams[name] = st
 	st.gen = s.table.Attach(name, res.Node.GetMetadata().GetUid(), now)
+	st.ref, _ = s.table.Ref(name, st.gen)
 	s.mu.Unlock()
 
 	if err := st.send(&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Ack{Ack: &collectorv1.Ack{

@@ -126,7 +126,7 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 			return c.refuseInvalid("lease", seq, l)
 		}
 		c.lastRenew = msg.Lease.GetRenewTime().AsTime()
-		if !s.table.Renew(st.name, st.gen, c.lastRenew, msg.Lease.GetLeaseDurationSeconds()) {
+		if !st.ref.Renew(c.lastRenew, msg.Lease.GetLeaseDurationSeconds()) {
 			return status.Errorf(codes.Aborted, "node %q is no longer attached to this stream", st.name)
 		}
 		if !c.renewed {

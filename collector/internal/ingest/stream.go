@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nodepulse/nodepulse/collector/internal/live"
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 )
@@ -36,6 +37,7 @@ type stream struct {
 	// Set at registration, before the stream is published in s.streams.
 	name       string
 	gen        uint64
+	ref        live.Ref  // the attachment, for renewals
 	leaseFresh time.Time // persist.Registered.LeaseFresh, for the first checkpoint
 
 	// sendTok holds one token; whoever takes it may call srv.Send.

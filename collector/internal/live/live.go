@@ -45,6 +45,8 @@ type Entry struct {
 	Persisted      bool
 	Dirty          bool
 	Leaving        bool
+	// gone: replaced or detached; a Ref to it renews nothing.
+	gone bool
 }
 
 // Event is a compact feed event; the feed turns batches of them into
@@ -151,8 +153,11 @@ func (t *Table) Attach(name, uid string, now time.Time) uint64 {
 	// Under the shard's lock: two attachments of one name get their
 	// generations in the order they replace each other.
 	gen := t.gen.Add(1)
-	if old, ok := sh.nodes[name]; ok && old.Dirty {
-		sh.dirty--
+	if old, ok := sh.nodes[name]; ok {
+		old.gone = true
+		if old.Dirty {
+			sh.dirty--
+		}
 	}
 	sh.nodes[name] = &Entry{Name: name, Gen: gen, UID: uid, AttachTime: now}
 	delete(sh.waiting, name)
@@ -184,6 +189,11 @@ func (t *Table) Renew(name string, gen uint64, renew time.Time, durSeconds int32
 	if !ok || e.Gen != gen {
 		return false
 	}
+	sh.renewLocked(e, renew, durSeconds)
+	return true
+}
+
+func (sh *shard) renewLocked(e *Entry, renew time.Time, durSeconds int32) {
 	if e.Renewals == 0 {
 		e.AcquireTime = renew
 	}
@@ -194,7 +204,42 @@ func (t *Table) Renew(name string, gen uint64, renew time.Time, durSeconds int32
 		e.Dirty = true
 		sh.dirty++
 	}
-	sh.record(Event{Name: name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_RENEWED, RenewTime: renew, DurationSeconds: durSeconds})
+	sh.record(Event{Name: e.Name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_RENEWED, RenewTime: renew, DurationSeconds: durSeconds})
+}
+
+// Ref is a handle on one attachment, kept by its stream: renewing through
+// it skips hashing the name to its shard and the map lookup, three
+// quarters of Table.Renew's CPU at 10,000 renewals a second (session 10's
+// profiles). The zero Ref renews nothing.
+type Ref struct {
+	sh *shard
+	e  *Entry
+}
+
+// Ref returns the handle of attachment gen of name; false when that
+// attachment is not current.
+func (t *Table) Ref(name string, gen uint64) (Ref, bool) {
+	sh := t.shard(name)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.nodes[name]
+	if !ok || e.Gen != gen {
+		return Ref{}, false
+	}
+	return Ref{sh: sh, e: e}, true
+}
+
+// Renew is Table.Renew of the attachment r refers to.
+func (r Ref) Renew(renew time.Time, durSeconds int32) bool {
+	if r.e == nil {
+		return false
+	}
+	r.sh.mu.Lock()
+	defer r.sh.mu.Unlock()
+	if r.e.gone {
+		return false
+	}
+	r.sh.renewLocked(r.e, renew, durSeconds)
 	return true
 }
 
@@ -222,6 +267,7 @@ func (t *Table) Detach(name string, gen uint64) bool {
 	if e.Dirty {
 		sh.dirty--
 	}
+	e.gone = true
 	delete(sh.nodes, name)
 	sh.record(Event{Name: name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_DETACHED, RenewTime: e.RenewTime, DurationSeconds: e.DurationSeconds})
 	return true

@@ -274,3 +274,46 @@ func TestRenewAndTakeAllocateNothing(t *testing.T) {
 		t.Fatalf("%v allocations per round of %d renewals", n, len(names))
 	}
 }
+
+// A Ref renews its own attachment only: once the node attached again, or
+// detached, renewals through the old Ref are refused and change nothing.
+func TestRefRenewsItsAttachmentOnly(t *testing.T) {
+	tbl := New(1 << 10)
+	t0 := time.Unix(1_700_000_000, 0)
+	g1 := tbl.Attach("n", "uid", t0)
+	r1, ok := tbl.Ref("n", g1)
+	if !ok || !r1.Renew(t0.Add(time.Second), 40) {
+		t.Fatal("renewal through a current Ref refused")
+	}
+	if e, _ := tbl.Get("n", g1); !e.RenewTime.Equal(t0.Add(time.Second)) || e.Renewals != 1 || !e.Dirty || tbl.Unpersisted() != 1 {
+		t.Fatalf("after a Ref renewal: %+v, unpersisted %d", e, tbl.Unpersisted())
+	}
+	g2 := tbl.Attach("n", "uid", t0.Add(2*time.Second))
+	if r1.Renew(t0.Add(3*time.Second), 40) {
+		t.Fatal("the replaced attachment's Ref renewed")
+	}
+	if _, ok := tbl.Ref("n", g1); ok {
+		t.Fatal("Ref of a replaced attachment")
+	}
+	r2, _ := tbl.Ref("n", g2)
+	if !r2.Renew(t0.Add(4*time.Second), 40) {
+		t.Fatal("renewal through the new Ref refused")
+	}
+	if e, _ := tbl.Get("n", g2); e.Renewals != 1 || !e.RenewTime.Equal(t0.Add(4*time.Second)) {
+		t.Fatalf("new attachment after renewals: %+v", e)
+	}
+	tbl.Detach("n", g2)
+	if r2.Renew(t0.Add(5*time.Second), 40) || (Ref{}).Renew(t0, 40) || tbl.Unpersisted() != 0 {
+		t.Fatal("renewal after detach, or through the zero Ref")
+	}
+	ev, _, _ := tbl.Take(nil, false, t0)
+	var renewals int
+	for _, e := range ev {
+		if e.Kind == renewed {
+			renewals++
+		}
+	}
+	if renewals != 2 {
+		t.Fatalf("%d RENEWED events, want 2", renewals)
+	}
+}
