@@ -125,6 +125,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Ingest.MessagesPerSecond, "limits.messages-per-second", ic.MessagesPerSecond, "per-node token bucket rate of Report messages (a reporter on defaults sends ~0.2/s)")
 	fs.IntVar(&c.Ingest.MessageBurst, "limits.message-burst", ic.MessageBurst, "per-node token bucket burst")
 	fs.DurationVar(&c.Ingest.RegisterTimeout, "limits.register-timeout", ic.RegisterTimeout, "a stream must send its Register within this")
+	fs.BoolVar(&c.Ingest.RenewPhases, "lease.renew-phases", ic.RenewPhases, "tell each registering reporter its lease renewal phase: phases spread evenly over the renew interval (flat load by construction), and streams sharing a connection renew in 10 groups, so their renewals share reads and writes; false leaves reporters to their jittered intervals")
 	fs.DurationVar(&c.Ingest.RetryAfter, "limits.retry-after", ic.RetryAfter, "retry_after given to refused status reports (etcd unavailable, queue full)")
 	fs.DurationVar(&c.Ingest.UnavailableReconnectAfter, "etcd-unavailable-reconnect-after", ic.UnavailableReconnectAfter, "after etcd has been unreachable this long, tell reporters to reconnect to another collector (0 disables)")
 	fs.DurationVar(&c.Ingest.ReconnectWindow, "etcd-unavailable-reconnect-window", ic.ReconnectWindow, "window over which reporters spread that reconnect")

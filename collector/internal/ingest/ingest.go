@@ -66,6 +66,9 @@ type Config struct {
 	MessageBurst      int
 	// RegisterTimeout: the first message must arrive within this.
 	RegisterTimeout time.Duration
+	// RenewPhases: Register acks carry a renewal phase (Ack.renew_phase,
+	// phase.go); false leaves reporters to their own jittered intervals.
+	RenewPhases bool
 	// WaitingInterval: while a Register waits for registration capacity,
 	// the node is reported alive (WAITING) this often (default 10 s: four
 	// times within the monitors' default 40 s grace).
@@ -96,6 +99,7 @@ func DefaultConfig() Config {
 		MessagesPerSecond:         2,
 		MessageBurst:              20,
 		RegisterTimeout:           30 * time.Second,
+		RenewPhases:               true,
 		WaitingInterval:           10 * time.Second,
 		QueuedAfter:               5 * time.Second,
 		RetryAfter:                5 * time.Second,
@@ -117,12 +121,13 @@ var (
 // Server implements CollectorService.
 type Server struct {
 	collectorv1.UnimplementedCollectorServiceServer
-	cfg   Config
-	lg    *zap.Logger
-	p     *persist.Persister
-	table *live.Table
-	m     *metrics
-	now   func() time.Time
+	cfg    Config
+	lg     *zap.Logger
+	p      *persist.Persister
+	table  *live.Table
+	m      *metrics
+	now    func() time.Time
+	phases *phases
 
 	open     atomic.Int64
 	inline   atomic.Int64 // streams served on the handler goroutine alone (serveInline)
@@ -146,7 +151,7 @@ func New(cfg Config, p *persist.Persister, table *live.Table, lg *zap.Logger, re
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, lg: lg.Named("ingest").WithOptions(zap.WrapCore(sampleNodeLines)), p: p, table: table, m: m, now: time.Now, streams: map[string]*stream{}}
+	s := &Server{cfg: cfg, lg: lg.Named("ingest").WithOptions(zap.WrapCore(sampleNodeLines)), p: p, table: table, m: m, now: time.Now, streams: map[string]*stream{}, phases: newPhases()}
 	if cfg.Insecure {
 		s.lg.Warn("Report streams are NOT authenticated (--grpc.insecure): any caller may report for any node name; development only")
 	}
@@ -545,8 +550,13 @@ func (s *Server) attach(st *stream, rq *registration) error {
 	st.ref, _ = s.table.Ref(name, st.gen)
 	s.mu.Unlock()
 
-	if err := st.send(&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Ack{Ack: &collectorv1.Ack{
-		Seq: rq.seq, Durable: true, Node: res.Node, CollectorId: s.cfg.CollectorID}}}); err != nil {
+	ack := &collectorv1.Ack{Seq: rq.seq, Durable: true, Node: res.Node, CollectorId: s.cfg.CollectorID}
+	if s.cfg.RenewPhases {
+		st.phaseConn = connKey(ctx)
+		ph := s.phases.acquire(st.phaseConn)
+		ack.RenewPhase = &ph
+	}
+	if err := st.send(&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Ack{Ack: ack}}); err != nil {
 		s.detach(st, err)
 		return err
 	}
@@ -730,6 +740,9 @@ func newUID() string {
 // detach removes a registered stream that ended with end (nil: the
 // reporter closed its side).
 func (s *Server) detach(st *stream, end error) {
+	if st.phaseConn != "" {
+		s.phases.release(st.phaseConn)
+	}
 	s.mu.Lock()
 	if s.streams[st.name] == st {
 		delete(s.streams, st.name)

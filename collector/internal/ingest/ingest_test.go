@@ -62,6 +62,7 @@ type harness struct {
 	feed   *feed.Server
 	client collectorv1.CollectorServiceClient
 	fc     collectorv1.FeedServiceClient
+	addr   string // the server's address, for more connections
 }
 
 func newHarness(t testing.TB, mod func(*Config, *persist.Config)) *harness {
@@ -112,7 +113,8 @@ func newHarness(t testing.TB, mod func(*Config, *persist.Config)) *harness {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = gs.Serve(ln) }()
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	h.addr = ln.Addr().String()
+	conn, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}

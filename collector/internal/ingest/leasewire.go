@@ -127,7 +127,7 @@ func plainAck(r *collectorv1.ReportResponse) *collectorv1.Ack {
 		return nil
 	}
 	a := w.Ack
-	if a.Error != nil || a.RetryAfter != nil || a.Node != nil || !utf8.ValidString(a.CollectorId) ||
+	if a.Error != nil || a.RetryAfter != nil || a.Node != nil || a.RenewPhase != nil || !utf8.ValidString(a.CollectorId) ||
 		len(r.ProtoReflect().GetUnknown()) > 0 || len(a.ProtoReflect().GetUnknown()) > 0 {
 		return nil
 	}

@@ -38,6 +38,7 @@ type stream struct {
 	name       string
 	gen        uint64
 	ref        live.Ref  // the attachment, for renewals
+	phaseConn  string    // the connection its renewal phase was assigned for ("": none)
 	leaseFresh time.Time // persist.Registered.LeaseFresh, for the first checkpoint
 
 	// sendTok holds one token; whoever takes it may call srv.Send.

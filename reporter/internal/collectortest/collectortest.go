@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,9 @@ type Node struct {
 	// Named is the node name of the stream's metadata
 	// (identity.NodeMetadata) at the last Register.
 	Named string
+	// LeaseTimes: when the fake received the node's latest renewals (the
+	// last 8).
+	LeaseTimes []time.Time
 }
 
 // Collector is the fake.
@@ -55,6 +59,8 @@ type Collector struct {
 	// Refuse, when set, may answer a request with a refusing Ack (error
 	// and/or retry_after); returning nil acks normally.
 	Refuse func(node string, req *collectorv1.ReportRequest) *collectorv1.Ack
+	// RenewPhase, when set, is the renew_phase of a node's Register ack.
+	RenewPhase func(node string) *float64
 
 	srv    *grpc.Server
 	ln     net.Listener
@@ -113,6 +119,7 @@ func (c *Collector) Node(name string) (Node, bool) {
 	}
 	cp := *n
 	cp.LastStatus = proto.CloneOf(n.LastStatus)
+	cp.LeaseTimes = slices.Clone(n.LeaseTimes)
 	return cp, true
 }
 
@@ -228,7 +235,11 @@ func (c *Collector) Report(stream grpc.BidiStreamingServer[collectorv1.ReportReq
 			return stream.Context().Err()
 		}
 	}
-	if err := ack(&collectorv1.Ack{Seq: first.GetSeq(), Node: node, Durable: true}); err != nil {
+	regAck := &collectorv1.Ack{Seq: first.GetSeq(), Node: node, Durable: true}
+	if c.RenewPhase != nil {
+		regAck.RenewPhase = c.RenewPhase(name)
+	}
+	if err := ack(regAck); err != nil {
 		return err
 	}
 	for {
@@ -254,6 +265,10 @@ func (c *Collector) Report(stream grpc.BidiStreamingServer[collectorv1.ReportReq
 		switch m := req.GetMessage().(type) {
 		case *collectorv1.ReportRequest_Lease:
 			n.Leases++
+			n.LeaseTimes = append(n.LeaseTimes, time.Now())
+			if len(n.LeaseTimes) > 8 {
+				n.LeaseTimes = n.LeaseTimes[1:]
+			}
 			durable = false
 		case *collectorv1.ReportRequest_Status:
 			n.Statuses++

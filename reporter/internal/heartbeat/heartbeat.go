@@ -287,6 +287,40 @@ func WaitRetryDelay(ctx context.Context, err error) {
 	}
 }
 
+// nextRenewal is the wait until the next lease renewal: one renew interval
+// plus jitter, as the kubelet's lease loop waits, or, when the collector
+// assigned a renewal phase, until the next instant of that phase (see
+// UntilPhase). A SlowDown longer than the interval overrides the phase.
+func (s *session) nextRenewal(now time.Time) time.Duration {
+	iv := s.c.cfg.RenewInterval()
+	if !s.hasPhase || s.minLease > iv {
+		return jitter(max(iv, s.minLease))
+	}
+	return UntilPhase(now, iv, s.phase)
+}
+
+// UntilPhase is the wait from now until the next instant t at least half
+// an interval away whose t / interval (Unix time) has fractional part
+// phase: a renewal sent on its phase is followed by the next one exactly
+// one interval later, and the first one after (re)registration (sent at
+// once) by one between half an interval and one and a half intervals
+// later. Every process renewing on phase p renews at the same instants of
+// its own clock, so a collector that gives the streams of one connection
+// one phase receives their renewals together.
+func UntilPhase(now time.Time, interval time.Duration, phase float64) time.Duration {
+	iv := int64(interval)
+	if iv <= 0 {
+		return interval
+	}
+	off := int64(phase * float64(iv))
+	from := now.UnixNano() + iv/2
+	k := (from - off) / iv
+	if k*iv+off <= from {
+		k++
+	}
+	return time.Duration(k*iv + off - now.UnixNano())
+}
+
 // jitter returns d plus up to JitterFactor of it (wait.JitterUntil).
 func jitter(d time.Duration) time.Duration {
 	if d <= 0 {
@@ -315,9 +349,13 @@ type session struct {
 	reportDue  time.Time
 
 	minLease, minStatus time.Duration
-	leaseT, statusT     *time.Timer
-	fastT               *time.Timer
-	reconnectT          *time.Timer
+	// phase is the collector's renewal phase (Ack.renew_phase), when
+	// hasPhase.
+	phase           float64
+	hasPhase        bool
+	leaseT, statusT *time.Timer
+	fastT           *time.Timer
+	reconnectT      *time.Timer
 }
 
 type recvResult struct {
@@ -365,6 +403,13 @@ func (c *Client) session(ctx context.Context) (registered bool, err error) {
 	// may carry the monitor's Unknown overrides), not against our memory.
 	s.old = proto.CloneOf(ack.GetNode().GetStatus())
 	s.trustStored(time.Now())
+	if ack.RenewPhase != nil {
+		if p := ack.GetRenewPhase(); p >= 0 && p < 1 {
+			s.phase, s.hasPhase = p, true
+		} else {
+			c.lg.Warn("collector sent a renewal phase outside [0, 1); renewing on jittered intervals", zap.Float64("renew_phase", p))
+		}
+	}
 	return true, s.loop(ctx, recv)
 }
 
@@ -443,7 +488,7 @@ func (s *session) loop(ctx context.Context, recv <-chan recvResult) error {
 			if err := s.renew(); err != nil {
 				return err
 			}
-			s.leaseT.Reset(jitter(max(c.cfg.RenewInterval(), s.minLease)))
+			s.leaseT.Reset(s.nextRenewal(time.Now()))
 		case <-s.statusT.C:
 			if err := s.tick(false, "tick"); err != nil {
 				return err

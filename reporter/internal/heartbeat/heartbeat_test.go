@@ -73,6 +73,8 @@ type memCollector struct {
 	// reporter it is queued (Command.register_queued) at once and every
 	// 10 s, as a busy collector does.
 	queue time.Duration
+	// phase: the Register ack's renew_phase, when set.
+	phase *float64
 }
 
 func (c *memCollector) dial(ctx context.Context) (Stream, error) {
@@ -90,7 +92,7 @@ func (c *memCollector) dial(ctx context.Context) (Stream, error) {
 				ack := &collectorv1.Ack{Seq: req.GetSeq()}
 				switch req.GetMessage().(type) {
 				case *collectorv1.ReportRequest_Register:
-					kind, ack.Node = "register", c.node
+					kind, ack.Node, ack.RenewPhase = "register", c.node, c.phase
 				case *collectorv1.ReportRequest_Lease:
 					kind = "lease"
 				case *collectorv1.ReportRequest_Status:
@@ -521,5 +523,73 @@ func TestQueuedRegisterIsWaitedFor(t *testing.T) {
 		}
 		cancel()
 		synctest.Wait()
+	})
+}
+
+// A renewal on its phase is followed by the next one an interval later;
+// the first after (re)registration by the next phase at least half an
+// interval away; phases name instants of Unix time, the same in every
+// process.
+func TestUntilPhase(t *testing.T) {
+	iv := 10 * time.Second
+	at := func(sec float64) time.Time { return time.Unix(0, int64(sec*1e9)) }
+	for _, c := range []struct {
+		now   float64
+		phase float64
+		want  time.Duration
+	}{
+		{1_700_000_003, 0.3, 10 * time.Second},            // on phase: one interval
+		{1_700_000_003.001, 0.3, 9999 * time.Millisecond}, // a timer a millisecond late: back on phase
+		{1_700_000_000, 0.3, 13 * time.Second},            // 3 s to go is under half an interval: the one after
+		{1_700_000_000, 0.6, 6 * time.Second},             // 6 s to go
+		{1_700_000_004.9, 0.0, 5100 * time.Millisecond},
+		{1_700_000_005, 0.0, 15 * time.Second}, // exactly half an interval away: the one after
+	} {
+		got := UntilPhase(at(c.now), iv, c.phase)
+		if d := got - c.want; d < -time.Microsecond || d > time.Microsecond {
+			t.Errorf("now %.3f, phase %.1f: wait %s, want %s", c.now, c.phase, got, c.want)
+		}
+		if got <= iv/2 || got > 3*iv/2 {
+			t.Errorf("now %.3f, phase %.1f: wait %s outside (interval/2, 3·interval/2]", c.now, c.phase, got)
+		}
+	}
+}
+
+// With a renewal phase from the collector, renewals fall on that phase of
+// Unix time, one interval apart, from the second one on (the first goes at
+// registration); an invalid phase leaves the jittered interval.
+func TestLeaseFollowsTheCollectorsPhase(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		phase := 0.37
+		col, n := &memCollector{phase: &phase}, newNode()
+		stop := start(t, testConfig(), col, n)
+		time.Sleep(100 * time.Second)
+		stop()
+		leases := col.times("lease")
+		if len(leases) < 9 || len(leases) > 11 {
+			t.Fatalf("%d renewals in 100s, want ~10 (every 10s)", len(leases))
+		}
+		for i, at := range leases[1:] {
+			if off := time.Duration(at.UnixNano() % int64(10*time.Second)); off != 3700*time.Millisecond {
+				t.Errorf("renewal %d at %s: %s into its interval, want the phase's 3.7s", i+1, at, off)
+			}
+		}
+		for i, g := range gaps(leases[1:]) {
+			if g != 10*time.Second {
+				t.Errorf("gap %d = %s, want exactly 10s on phase", i, g)
+			}
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		bad := 1.5
+		col, n := &memCollector{phase: &bad}, newNode()
+		stop := start(t, testConfig(), col, n)
+		time.Sleep(100 * time.Second)
+		stop()
+		for i, g := range gaps(col.times("lease")) {
+			if g < 10*time.Second || g > 10*time.Second+400*time.Millisecond {
+				t.Errorf("phase %v: gap %d = %s, want the jittered [10s, 10.4s]", bad, i, g)
+			}
+		}
 	})
 }

@@ -113,6 +113,10 @@ type vnode struct {
 	seq       uint64
 	leaseDue  int64
 	statusDue int64
+	// phase: the collector's renewal phase (Ack.renew_phase), when
+	// hasPhase; renewals then follow it as the real reporter's do.
+	phase    float64
+	hasPhase bool
 	// Condition state, as a real reporter keeps it in memory: it survives
 	// reconnects (so the status sent after a re-registration equals the
 	// stored one except for heartbeat times, and costs the collector no
@@ -416,7 +420,11 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 	gen := n.myGen
 	setFlag(&n.flags, flagConnected, true)
 	s.m.connected.Add(1)
-	c.post(event{kind: evRegistered, node: int32(i), gen: gen, stream: stream, stored: resp.GetAck().GetNode().GetStatus()})
+	ev := event{kind: evRegistered, node: int32(i), gen: gen, stream: stream, stored: resp.GetAck().GetNode().GetStatus()}
+	if p := resp.GetAck().RenewPhase; p != nil && *p >= 0 && *p < 1 {
+		ev.phase, ev.hasPhase = *p, true
+	}
+	c.post(ev)
 	defer func() {
 		setFlag(&n.flags, flagConnected, false)
 		s.m.connected.Add(-1)
@@ -603,6 +611,9 @@ type event struct {
 	after  time.Duration
 	stream grpc.BidiStreamingClient[collectorv1.ReportRequest, collectorv1.ReportResponse]
 	stored *nodev1.NodeStatus // evRegistered: the status the Register ack served
+	// evRegistered: the renewal phase the Register ack assigned, if any.
+	phase    float64
+	hasPhase bool
 }
 
 // item is a due action in a scheduler's heap.
@@ -733,6 +744,7 @@ func (c *conn) handle(e event) {
 	switch e.kind {
 	case evRegistered:
 		n.stream, n.gen, n.seq = e.stream, e.gen, 1
+		n.phase, n.hasPhase = e.phase, e.hasPhase
 		if n.bootTime == 0 || n.flags.Load()&flagReboot != 0 {
 			setFlag(&n.flags, flagReboot, false)
 			n.sentStatus, n.memSent = false, false
@@ -819,7 +831,14 @@ func (c *conn) lease(i int, n *vnode, now time.Time, registered bool, due int64)
 	if !registered && due > 0 && now.UnixNano()-due < int64(interval) {
 		base = time.Unix(0, due)
 	}
-	n.leaseDue = base.Add(leaseDelay(interval, registered)).UnixNano()
+	if n.hasPhase && interval == s.renew {
+		// The collector's phase, as the real reporter follows it
+		// (heartbeat.UntilPhase): the nodes of one connection renew in a
+		// few groups, each group at one instant.
+		n.leaseDue = base.Add(heartbeat.UntilPhase(base, interval, n.phase)).UnixNano()
+	} else {
+		n.leaseDue = base.Add(leaseDelay(interval, registered)).UnixNano()
+	}
 	heap.Push(&c.heap, item{due: n.leaseDue, node: int32(i), kind: 0})
 }
 

@@ -291,3 +291,43 @@ func TestConnectionStatesAreTracked(t *testing.T) {
 		t.Fatalf("%v connections lost, want 1", n)
 	}
 }
+
+// With a renewal phase on the Register ack, every simulated node renews on
+// it, as the real reporter does: the nodes of one connection given one
+// phase renew together.
+func TestNodesRenewOnTheCollectorsPhase(t *testing.T) {
+	col := collectortest.Start(t, "A")
+	const phase = 0.5 // half way through each 1 s interval
+	col.RenewPhase = func(string) *float64 { p := phase; return &p }
+	sim, err := New(simConfig(col.Addr(), 20), zap.NewNop(), nil) // 20 nodes, one connection, renewals every 1 s
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- sim.Run(ctx) }()
+	waitFor(t, "20 nodes with 4 renewals", func() bool {
+		nodes := col.Nodes()
+		if len(nodes) != 20 {
+			return false
+		}
+		for name := range nodes {
+			if n, _ := col.Node(name); n.Leases < 4 {
+				return false
+			}
+		}
+		return true
+	})
+	cancel()
+	<-done
+	for name := range col.Nodes() {
+		n, _ := col.Node(name)
+		// The first renewal goes at registration; the later ones on phase,
+		// received within a loopback hop (generous for a loaded machine).
+		for _, at := range n.LeaseTimes[len(n.LeaseTimes)-2:] {
+			if off := time.Duration(at.UnixNano() % int64(time.Second)); off < 500*time.Millisecond || off > 600*time.Millisecond {
+				t.Errorf("%s renewed %s into its second, want just after the phase's 500ms", name, off)
+			}
+		}
+	}
+}

@@ -509,7 +509,17 @@ type Ack struct {
 	// the served conditions, so the reporter computes transitions against them.
 	Node *v1.Node `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
 	// CollectorId of the collector that answered.
-	CollectorId   string `protobuf:"bytes,6,opt,name=collector_id,json=collectorId,proto3" json:"collector_id,omitempty"`
+	CollectorId string `protobuf:"bytes,6,opt,name=collector_id,json=collectorId,proto3" json:"collector_id,omitempty"`
+	// RenewPhase (Register acks only, when set): renew the lease at the
+	// instants t of the reporter's clock whose t / renew interval (Unix time)
+	// has this fractional part, in [0, 1), instead of one interval (with
+	// jitter) after the previous renewal. The collector spreads phases evenly
+	// over the interval, so the fleet's renewals are flat by construction,
+	// and gives the streams of one connection phases in a few groups, so a
+	// process renewing many nodes over one connection (a simulator, a
+	// multi-node agent, a proxy) sends each group's renewals together: one
+	// read and one write for several renewals instead of one each.
+	RenewPhase    *float64 `protobuf:"fixed64,7,opt,name=renew_phase,json=renewPhase,proto3,oneof" json:"renew_phase,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -584,6 +594,13 @@ func (x *Ack) GetCollectorId() string {
 		return x.CollectorId
 	}
 	return ""
+}
+
+func (x *Ack) GetRenewPhase() float64 {
+	if x != nil && x.RenewPhase != nil {
+		return *x.RenewPhase
+	}
+	return 0
 }
 
 // Error is a refused request: a gRPC status code, the field at fault and why.
@@ -1019,7 +1036,7 @@ const file_nodepulse_collector_v1_collector_proto_rawDesc = "" +
 	"\x0eReportResponse\x12/\n" +
 	"\x03ack\x18\x01 \x01(\v2\x1b.nodepulse.collector.v1.AckH\x00R\x03ack\x12;\n" +
 	"\acommand\x18\x02 \x01(\v2\x1f.nodepulse.collector.v1.CommandH\x00R\acommandB\t\n" +
-	"\amessage\"\xf2\x01\n" +
+	"\amessage\"\xa8\x02\n" +
 	"\x03Ack\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x123\n" +
 	"\x05error\x18\x02 \x01(\v2\x1d.nodepulse.collector.v1.ErrorR\x05error\x12:\n" +
@@ -1027,7 +1044,10 @@ const file_nodepulse_collector_v1_collector_proto_rawDesc = "" +
 	"retryAfter\x12\x18\n" +
 	"\adurable\x18\x04 \x01(\bR\adurable\x12+\n" +
 	"\x04node\x18\x05 \x01(\v2\x17.nodepulse.node.v1.NodeR\x04node\x12!\n" +
-	"\fcollector_id\x18\x06 \x01(\tR\vcollectorId\"K\n" +
+	"\fcollector_id\x18\x06 \x01(\tR\vcollectorId\x12$\n" +
+	"\vrenew_phase\x18\a \x01(\x01H\x00R\n" +
+	"renewPhase\x88\x01\x01B\x0e\n" +
+	"\f_renew_phase\"K\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x14\n" +
 	"\x05field\x18\x02 \x01(\tR\x05field\x12\x18\n" +
@@ -1132,6 +1152,7 @@ func file_nodepulse_collector_v1_collector_proto_init() {
 		(*ReportResponse_Ack)(nil),
 		(*ReportResponse_Command)(nil),
 	}
+	file_nodepulse_collector_v1_collector_proto_msgTypes[6].OneofWrappers = []any{}
 	file_nodepulse_collector_v1_collector_proto_msgTypes[8].OneofWrappers = []any{
 		(*Command_ReportStatus)(nil),
 		(*Command_SlowDown)(nil),

@@ -1,0 +1,93 @@
+package ingest
+
+import (
+	"context"
+	"math"
+	"sync"
+
+	"google.golang.org/grpc/peer"
+)
+
+// Renewal phases (Ack.renew_phase): the collector tells each registering
+// reporter when, within its renew interval, to renew its lease.
+//
+// Why: a lease renewal is one small message a node sends every 10 s. Spread
+// at random over a connection's lifetime, every renewal is read, handled
+// and acknowledged on its own: one read and one write system call, and a
+// wakeup of the connection's reader and writer goroutines, for ~50 bytes
+// (a third of the collector's CPU at 100,000 nodes is those syscalls,
+// docs/benchmarks.md). Renewals that arrive together on one connection
+// share them. So the streams of one connection get phases in renewGroups
+// groups: each group renews at one instant. Connections get group phases
+// from a golden-ratio sequence, the most even spread a sequence of unknown
+// length has, so the fleet's renewals are flat by construction rather than
+// by jitter. A reporter alone on its connection (a machine) is one group of
+// one; a process that carries many nodes over one connection (the
+// simulator, a multi-node agent, a proxy) sends each group's renewals as
+// one burst.
+
+// renewGroups: a connection's streams renew in this many bursts per
+// interval. Ten keeps each burst small against a 100 ms flatness bin
+// (100 streams per connection: bursts of 10), and gives the transport ten
+// frames per read.
+const renewGroups = 10
+
+// golden is the golden ratio's fractional part: frac(k × golden) for
+// k = 0, 1, 2, … never leaves a gap more than ~2.6× the mean.
+const golden = 0.6180339887498949
+
+// phases assigns renewal phases per connection; a connection's entry
+// lives while it has attached streams.
+type phases struct {
+	mu    sync.Mutex
+	next  uint64 // connections seen so far
+	conns map[string]*connPhase
+}
+
+type connPhase struct {
+	base    float64 // the connection's first group's phase
+	streams uint64  // streams assigned so far (their groups rotate)
+	refs    int     // streams attached now
+}
+
+func newPhases() *phases { return &phases{conns: map[string]*connPhase{}} }
+
+// acquire returns the phase of a new stream on connection conn.
+func (p *phases) acquire(conn string) float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.conns[conn]
+	if c == nil {
+		_, base := math.Modf(float64(p.next) * golden)
+		p.next++
+		c = &connPhase{base: base}
+		p.conns[conn] = c
+	}
+	g := c.streams % renewGroups
+	c.streams++
+	c.refs++
+	_, ph := math.Modf(c.base + float64(g)/renewGroups)
+	return ph
+}
+
+// release forgets one stream of conn; the connection's entry goes with its
+// last stream.
+func (p *phases) release(conn string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c := p.conns[conn]; c != nil {
+		if c.refs--; c.refs <= 0 {
+			delete(p.conns, conn)
+		}
+	}
+}
+
+// connKey names the connection a stream arrived on: its peer's address
+// (ip:port), one per TCP connection; "?" when unknown (then every such
+// stream shares one entry, which still spreads their groups).
+func connKey(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return "?"
+}
