@@ -15,7 +15,7 @@ import (
 // at random over a connection's lifetime, every renewal is read, handled
 // and acknowledged on its own: one read and one write system call, and a
 // wakeup of the connection's reader and writer goroutines, for ~50 bytes
-// (a third of the collector's CPU at 100,000 nodes is those syscalls,
+// (those syscalls were a third of the collector's CPU at 100,000 nodes,
 // docs/benchmarks.md). Renewals that arrive together on one connection
 // share them. So the streams of one connection get phases in renewGroups
 // groups: each group renews at one instant. Connections get group phases
@@ -32,8 +32,10 @@ import (
 // frames per read.
 const renewGroups = 10
 
-// golden is the golden ratio's fractional part: frac(k × golden) for
-// k = 0, 1, 2, … never leaves a gap more than ~2.6× the mean.
+// golden is the golden ratio's fractional part: the points frac(k × golden)
+// for k = 0 … n−1 split [0, 1) into gaps of at most three lengths, the
+// largest at most φ² ≈ 2.62 times the smallest, for every n (the three-gap
+// theorem; golden is the number for which that ratio is smallest).
 const golden = 0.6180339887498949
 
 // phases assigns renewal phases per connection; a connection's entry

@@ -559,36 +559,35 @@ func TestUntilPhase(t *testing.T) {
 // Unix time, one interval apart, from the second one on (the first goes at
 // registration); an invalid phase leaves the jittered interval.
 func TestLeaseFollowsTheCollectorsPhase(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		phase := 0.37
+	// leases runs a reporter for 100 s against a collector whose Register
+	// ack carries phase, and returns when it renewed.
+	leases := func(t *testing.T, phase float64) []time.Time {
 		col, n := &memCollector{phase: &phase}, newNode()
 		stop := start(t, testConfig(), col, n)
 		time.Sleep(100 * time.Second)
 		stop()
-		leases := col.times("lease")
-		if len(leases) < 9 || len(leases) > 11 {
-			t.Fatalf("%d renewals in 100s, want ~10 (every 10s)", len(leases))
+		return col.times("lease")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		got := leases(t, 0.37)
+		if len(got) < 9 || len(got) > 11 {
+			t.Fatalf("%d renewals in 100s, want ~10 (every 10s)", len(got))
 		}
-		for i, at := range leases[1:] {
+		for i, at := range got[1:] {
 			if off := time.Duration(at.UnixNano() % int64(10*time.Second)); off != 3700*time.Millisecond {
 				t.Errorf("renewal %d at %s: %s into its interval, want the phase's 3.7s", i+1, at, off)
 			}
 		}
-		for i, g := range gaps(leases[1:]) {
+		for i, g := range gaps(got[1:]) {
 			if g != 10*time.Second {
 				t.Errorf("gap %d = %s, want exactly 10s on phase", i, g)
 			}
 		}
 	})
 	synctest.Test(t, func(t *testing.T) {
-		bad := 1.5
-		col, n := &memCollector{phase: &bad}, newNode()
-		stop := start(t, testConfig(), col, n)
-		time.Sleep(100 * time.Second)
-		stop()
-		for i, g := range gaps(col.times("lease")) {
+		for i, g := range gaps(leases(t, 1.5)) {
 			if g < 10*time.Second || g > 10*time.Second+400*time.Millisecond {
-				t.Errorf("phase %v: gap %d = %s, want the jittered [10s, 10.4s]", bad, i, g)
+				t.Errorf("phase 1.5: gap %d = %s, want the jittered [10s, 10.4s]", i, g)
 			}
 		}
 	})
