@@ -506,15 +506,12 @@ func (s *Server) awaitRegister(st *stream, rq *registration) error {
 	return nil
 }
 
-// maxQueuedWithin bounds the wait a queued reporter is told to expect, and
-// the monitors to allow for: what they accept as retry_within.
-const maxQueuedWithin = time.Minute
-
 // queuedWithin is the wait a registration expected to be answered in wait
 // is announced with: twice that (the rate it is computed from changes),
-// plus a refresh interval, at most maxQueuedWithin. Refreshes extend it.
+// plus a refresh interval, at most what the monitors accept as a WAITING
+// event's retry_within. Refreshes extend it.
 func queuedWithin(wait, refresh time.Duration) time.Duration {
-	return min(2*wait+refresh, maxQueuedWithin)
+	return min(2*wait+refresh, nodemodel.MaxWaitingWithin)
 }
 
 func registerQueued(within time.Duration) *collectorv1.ReportResponse {

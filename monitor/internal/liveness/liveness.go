@@ -26,6 +26,7 @@ import (
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	"github.com/nodepulse/nodepulse/services/grpcclient"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 
 // Collectors is the source of registered collectors (the watch cache).
@@ -403,10 +404,8 @@ func (t *Tracker) blindLocked(nd *node) time.Duration {
 }
 
 // maxRetryWithin bounds how long one WAITING can keep a node from being
-// judged. Collectors cap their retry delay at 20 s, 30 s with the
-// reporter's jitter; twice that leaves room for a collector configured
-// otherwise, while a wrong value cannot hide a dead node for long.
-const maxRetryWithin = time.Minute
+// judged: the bound collectors announce within (nodemodel.MaxWaitingWithin).
+const maxRetryWithin = nodemodel.MaxWaitingWithin
 
 func (t *Tracker) staleLocked(f *feed, now time.Time) bool {
 	return now.Sub(f.lastBatch) > time.Duration(t.cfg.StaleBatches)*f.interval
