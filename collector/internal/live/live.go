@@ -178,19 +178,13 @@ func (t *Table) Waiting(name string, now time.Time, within time.Duration) {
 	sh.record(Event{Name: name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING, RetryWithin: within})
 }
 
-// Renew records a renewal of attachment gen. It reports false when the
-// attachment is gone (the stream was replaced). Monotonicity of renewTime is
-// checked by the caller before; Renew trusts it.
+// Renew records a renewal of attachment gen, looked up by name (a stream
+// keeps a Ref and renews through it). It reports false when the attachment
+// is gone (the stream was replaced). Monotonicity of renewTime is checked by
+// the caller before; Renew trusts it.
 func (t *Table) Renew(name string, gen uint64, renew time.Time, durSeconds int32) bool {
-	sh := t.shard(name)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e, ok := sh.nodes[name]
-	if !ok || e.Gen != gen {
-		return false
-	}
-	sh.renewLocked(e, renew, durSeconds)
-	return true
+	r, ok := t.Ref(name, gen)
+	return ok && r.Renew(renew, durSeconds)
 }
 
 func (sh *shard) renewLocked(e *Entry, renew time.Time, durSeconds int32) {
