@@ -135,7 +135,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Persist.RegisterQueueSize, "registration.queue-size", pc.RegisterQueueSize, "registrations waiting for a registration worker at most; more are refused with RetryInfo (a retry slot after the queue has drained)")
 	fs.DurationVar(&c.Persist.RegisterMaxWait, "registration.max-wait", pc.RegisterMaxWait, "queue a registration only while the queue answers it within this, at the rate registrations are answered now; a queued reporter is told so and waits on its stream, beyond it registrations are refused with RetryInfo (only while discovery lists another collector that is not draining: with none, the reporter would only come back here)")
 	fs.DurationVar(&c.Ingest.QueuedAfter, "registration.queued-after", ic.QueuedAfter, "tell a reporter its Register is queued (so it waits past its register timeout) when the expected wait is at least this")
-	fs.DurationVar(&c.Persist.CheckpointInterval, "lease.checkpoint-interval", pc.CheckpointInterval, "write each attached node's lease to etcd this often (plus once at attach); the staleness bound of leases/ in etcd")
+	fs.DurationVar(&c.Persist.CheckpointInterval, "lease.checkpoint-interval", pc.CheckpointInterval, "write each attached node's lease to etcd this often, at a per-node phase (and at attach when the stored copy would go stale before that phase); the staleness bound of leases/ in etcd")
 	fs.Float64Var(&c.Persist.CheckpointTxnPerSecond, "lease.checkpoint-txn-per-second", pc.CheckpointTxnPerSecond, "cap on lease checkpoint Txns per second (each up to --etcd.max-txn-ops leases), to spread attach storms")
 	fs.DurationVar(&c.Persist.PingInterval, "etcd.ping-interval", pc.PingInterval, "how often etcd availability is probed (readiness)")
 	fs.IntVar(&c.Persist.PingFailures, "etcd.ping-failures", pc.PingFailures, "consecutive failed pings before etcd is declared unavailable (a failed write declares it at once)")
@@ -370,8 +370,9 @@ func (a *App) drain() {
 	// failed its deadline, and held the Reconnect back all the while.
 	a.ingest.Drain(a.cfg.DrainWindow)
 	// Then the registry entry says so, for operators listing collectors/
-	// (nothing decides on it): an etcd round trip that need not delay the
-	// Reconnect.
+	// and for the other collectors, which stop counting this one as a peer
+	// to send refused registrations to (App.peers): an etcd round trip
+	// that need not delay the Reconnect.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	a.sessMu.Lock()

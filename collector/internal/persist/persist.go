@@ -62,8 +62,9 @@ type Config struct {
 	// and turns N concurrent writes into one Txn.
 	CommitWindow time.Duration
 	// CheckpointInterval: each attached node's lease is written once per
-	// interval (plus once at attach). It is the documented staleness bound of
-	// leases/ in etcd.
+	// interval at a per-node phase (and at attach when the stored copy would
+	// go stale before that phase, see Attach). It is the documented
+	// staleness bound of leases/ in etcd.
 	CheckpointInterval time.Duration
 	// CheckpointTxnPerSecond caps checkpoint Txns, so an attach storm of
 	// 100,000 nodes spreads over tens of seconds instead of hitting etcd at
