@@ -83,6 +83,51 @@ func TestMergeOverridesAndTaints(t *testing.T) {
 	}
 }
 
+// A node without a Ready condition is served not-ready:NoSchedule, once,
+// without anything stored for it; once it reports Ready the taint is gone.
+func TestMergeNotReadyUntilReported(t *testing.T) {
+	notReady := TaintKeyEffect{TaintNotReady, NoSchedule}
+	count := func(n *nodev1.Node) int {
+		c := 0
+		for _, tn := range n.GetSpec().GetTaints() {
+			if (TaintKeyEffect{tn.GetKey(), tn.GetEffect()}) == notReady {
+				c++
+			}
+		}
+		return c
+	}
+	user := &nodev1.Node{Spec: &nodev1.NodeSpec{Taints: []*nodev1.Taint{{Key: TaintNotReady, Effect: NoSchedule, Value: "mine"}}}}
+	noReady := &nodev1.NodeStatus{Conditions: []*nodev1.NodeCondition{cond(MemoryPressure, False, t0, t0)}}
+	neverUpdated := &nodev1.NodeHealth{ConditionOverrides: []*nodev1.NodeCondition{{Type: Ready, Status: Unknown, Reason: ReasonNodeStatusNeverUpdated}},
+		Taints: []*nodev1.Taint{{Key: TaintUnreachable, Effect: NoSchedule}}}
+	for _, c := range []struct {
+		name   string
+		meta   *nodev1.Node
+		status *nodev1.NodeStatus
+		health *nodev1.NodeHealth
+		want   int
+	}{
+		{"registered, no status", &nodev1.Node{}, nil, nil, 1},
+		{"status without Ready", nil, noReady, nil, 1},
+		{"user taint of the same key and effect", user, nil, nil, 1},
+		{"Ready reported", &nodev1.Node{}, baseStatus(), nil, 0},
+		{"judged never updated: Ready Unknown, unreachable stored", &nodev1.Node{}, nil, neverUpdated, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := Merge(c.meta, c.status, c.health)
+			if got := count(n); got != c.want {
+				t.Errorf("%d not-ready:NoSchedule taints in %v, want %d", got, n.GetSpec().GetTaints(), c.want)
+			}
+			if c.meta == user && n.GetSpec().GetTaints()[0].GetValue() != "mine" {
+				t.Errorf("the user's taint was replaced: %v", n.GetSpec().GetTaints())
+			}
+		})
+	}
+	if len(user.Spec.Taints) != 1 {
+		t.Error("Merge modified its input")
+	}
+}
+
 func TestMergeRecoveryTransition(t *testing.T) {
 	rec := t0.Add(5 * time.Minute)
 	n := Merge(&nodev1.Node{}, baseStatus(), &nodev1.NodeHealth{RecoveryTime: Timestamp(rec)})

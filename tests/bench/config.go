@@ -88,6 +88,7 @@ type Config struct {
 	SimNice       int
 	Title         string
 	Quick         bool
+	KeepEtcdData  bool
 }
 
 // RegisterFlags adds every flag with its default.
@@ -125,6 +126,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level of collector and monitor (the simulators log at warn)")
 	fs.IntVar(&c.SimNice, "sim-nice", 0, "scheduling niceness of the simulator processes (-20..19; below 0 needs root or CAP_SYS_NICE, and is skipped with a warning without): a load generator that has to wait for CPU sends its due renewals late and in bursts, and the offered load is then not the flat one the run asks for")
 	fs.StringVar(&c.Title, "title", "", "title of the report (default derived from N and connections)")
+	fs.BoolVar(&c.KeepEtcdData, "keep-etcd-data", false, "keep etcd's data directory (<out>/etcd-data) after a successful run, to inspect what the run left in the database (a failed run always keeps it)")
 	fs.BoolVar(&c.Quick, "quick", false, "CI smoke preset: 3,000 nodes, short stages, grace 10s, one baseline step (explicit flags still win)")
 }
 

@@ -140,7 +140,7 @@ func Run(ctx context.Context, cfg Config, command string, log io.Writer) (*Repor
 	if werr := r.write(); werr != nil && err == nil {
 		err = werr
 	}
-	if err == nil {
+	if err == nil && !r.cfg.KeepEtcdData {
 		_ = os.RemoveAll(filepath.Join(r.out, "etcd-data"))
 	}
 	return r.report, err

@@ -514,3 +514,44 @@ func TestEmptyHealthRecordIsDeleted(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// A node that registered but has not reported yet is served
+// not-ready:NoSchedule without a health record: a joining fleet costs the
+// monitor no write and no delete per node. Its first status clears the
+// taint, and a record an older monitor stored for it is removed.
+func TestUnreportedNodeIsServedNotReadyWithoutAWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		f := newFleet(t, ctx)
+		meta := func(name string) *nodev1.Node {
+			return &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: name, Uid: name + "-uid", CreationTimestamp: nodemodel.Timestamp(time.Now())}}
+		}
+		old := &nodev1.NodeHealth{NodeName: "n2", Taints: []*nodev1.Taint{{Key: nodemodel.TaintNotReady, Effect: nodemodel.NoSchedule}}}
+		if _, err := f.store.Apply(ctx, nil, nodestore.Put(nodestore.Nodes, "n1", meta("n1")), nodestore.Put(nodestore.Nodes, "n2", meta("n2")),
+			nodestore.Put(nodestore.Health, "n2", old)); err != nil {
+			t.Fatal(err)
+		}
+		ctl := f.controller("a")
+		go func() { _ = ctl.Run(ctx) }()
+		settle(10 * time.Second) // two passes, well within the startup grace
+		for _, n := range []string{"n1", "n2"} {
+			if !f.hasTaint(n, nodemodel.TaintNotReady, nodemodel.NoSchedule) {
+				t.Errorf("%s served without not-ready:NoSchedule: %v", n, f.node(n).GetSpec().GetTaints())
+			}
+			if o, err := f.store.Get(ctx, nodestore.Health, n); !errors.Is(err, nodestore.ErrNotFound) {
+				t.Errorf("%s: health record %v (err %v), want none", n, o.Value, err)
+			}
+		}
+		if _, err := f.store.Apply(ctx, nil, nodestore.Put(nodestore.Statuses, "n1", &nodev1.NodeStatus{Conditions: []*nodev1.NodeCondition{
+			{Type: nodemodel.Ready, Status: nodemodel.True, Reason: "KubeletReady", LastHeartbeatTime: nodemodel.Timestamp(time.Now()), LastTransitionTime: nodemodel.Timestamp(time.Now())}}})); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if ts := f.node("n1").GetSpec().GetTaints(); len(ts) != 0 {
+			t.Errorf("n1 reported Ready and is served with taints %v", ts)
+		}
+		cancel()
+		synctest.Wait()
+	})
+}

@@ -54,17 +54,15 @@ func IsControllerManaged(key, effect string) bool {
 
 // DesiredNoScheduleTaints computes the condition taints of spec §6.4 from the
 // conditions after this pass and spec.unschedulable, sorted by key. A node
-// that has no Ready condition yet gets not-ready:NoSchedule, the equivalent of
-// the TaintNodesByCondition admission plugin's taint on new nodes.
+// that has no Ready condition yet gets nothing stored: nodemodel.Merge serves
+// it with not-ready:NoSchedule (the TaintNodesByCondition equivalent), so a
+// joining node costs no health write and no delete.
 func DesiredNoScheduleTaints(conds []*nodev1.NodeCondition, unschedulable bool) []*nodev1.Taint {
 	var keys []string
 	for _, c := range conds {
 		if k, ok := conditionTaints[c.GetType()][c.GetStatus()]; ok {
 			keys = append(keys, k)
 		}
-	}
-	if nodemodel.FindCondition(conds, nodemodel.Ready) == nil {
-		keys = append(keys, nodemodel.TaintNotReady)
 	}
 	if unschedulable {
 		keys = append(keys, nodemodel.TaintUnschedulable)

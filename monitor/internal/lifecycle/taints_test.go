@@ -29,7 +29,7 @@ func TestDesiredNoScheduleTaints(t *testing.T) {
 		{"healthy", []*nodev1.NodeCondition{c("Ready", "True"), c("MemoryPressure", "False")}, false, nil},
 		{"ready false", []*nodev1.NodeCondition{c("Ready", "False")}, false, []string{"node.kubernetes.io/not-ready:NoSchedule"}},
 		{"ready unknown", []*nodev1.NodeCondition{c("Ready", "Unknown")}, false, []string{"node.kubernetes.io/unreachable:NoSchedule"}},
-		{"no Ready yet", nil, false, []string{"node.kubernetes.io/not-ready:NoSchedule"}},
+		{"no Ready yet: served by nodemodel.Merge, not stored", nil, false, nil},
 		{"pressures and network", []*nodev1.NodeCondition{c("Ready", "True"), c("MemoryPressure", "True"), c("DiskPressure", "True"),
 			c("PIDPressure", "True"), c("NetworkUnavailable", "True")}, false,
 			[]string{"node.kubernetes.io/disk-pressure:NoSchedule", "node.kubernetes.io/memory-pressure:NoSchedule",
