@@ -25,8 +25,10 @@ type captureStream struct {
 	sent []*collectorv1.ReportRequest
 }
 
+// Send keeps a copy, as gRPC encodes the message before Send returns: the
+// simulator reuses its renewal request.
 func (c *captureStream) Send(r *collectorv1.ReportRequest) error {
-	c.sent = append(c.sent, r)
+	c.sent = append(c.sent, proto.CloneOf(r))
 	return nil
 }
 

@@ -5,8 +5,10 @@ package simulate
 
 import (
 	"context"
+	"math/rand/v2"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -328,6 +330,31 @@ func TestNodesRenewOnTheCollectorsPhase(t *testing.T) {
 			if off := time.Duration(at.UnixNano() % int64(time.Second)); off < 500*time.Millisecond || off > 600*time.Millisecond {
 				t.Errorf("%s renewed %s into its second, want just after the phase's 500ms", name, off)
 			}
+		}
+	}
+}
+
+// The scheduler's heap pops in due order whatever the push order, with
+// duplicates, interleaved pushes and pops.
+func TestItemHeapOrder(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var h itemHeap
+	var want []int64
+	for round := range 50 {
+		for range r.IntN(40) {
+			d := r.Int64N(100)
+			h.push(item{due: d, node: int32(round)})
+			want = append(want, d)
+		}
+		slices.Sort(want)
+		for range r.IntN(len(want) + 1) {
+			if got := h.pop().due; got != want[0] {
+				t.Fatalf("round %d: popped %d, want %d", round, got, want[0])
+			}
+			want = want[1:]
+		}
+		if len(h) != len(want) {
+			t.Fatalf("round %d: %d items, want %d", round, len(h), len(want))
 		}
 	}
 }
