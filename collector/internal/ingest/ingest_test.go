@@ -21,6 +21,7 @@ import (
 	"github.com/nodepulse/nodepulse/collector/internal/persist"
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 	"github.com/nodepulse/nodepulse/services/nodestore/memstore"
 )
@@ -233,8 +234,11 @@ func TestRegisterLeaseStatus(t *testing.T) {
 	if !a.GetDurable() || a.GetNode().GetMetadata().GetUid() == "" || a.GetCollectorId() != "c-test" {
 		t.Fatalf("register ack %v", a)
 	}
-	if tt := a.GetNode().GetSpec().GetTaints(); len(tt) != 1 || tt[0].GetTimeAdded() == nil {
-		t.Fatalf("NoExecute register taint without timeAdded: %v", tt)
+	// The register taint, with the time it was added, and not-ready,
+	// which a node without a status yet is served with (not stored).
+	if tt := a.GetNode().GetSpec().GetTaints(); len(tt) != 2 || tt[0].GetTimeAdded() == nil ||
+		tt[1].GetKey() != nodemodel.TaintNotReady || tt[1].GetEffect() != nodemodel.NoSchedule {
+		t.Fatalf("want the NoExecute register taint with timeAdded, then not-ready:NoSchedule: %v", tt)
 	}
 	stored, err := h.mem.Get(ctx, nodestore.Nodes, "node-a")
 	if err != nil || stored.Value.(*nodev1.Node).GetMetadata().GetUid() != a.GetNode().GetMetadata().GetUid() {
