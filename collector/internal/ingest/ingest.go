@@ -222,7 +222,7 @@ func (s *Server) Drain(window time.Duration) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, st := range s.streams {
-			st.cancel(errDrained)
+			st.end(errDrained)
 		}
 	})
 }
@@ -293,12 +293,15 @@ func (s *Server) Report(srv collectorv1.CollectorService_ReportServer) error {
 		return s.refuseBusy(srv.Context(), "")
 	}
 
-	ctx, cancel := context.WithCancelCause(srv.Context())
-	defer cancel(nil)
-	st := newStream(s, srv, ctx, cancel)
+	st := newStream(s, srv)
 	if w, ok := grpc.ServerTransportStreamFromContext(srv.Context()).(statusWriter); ok && !s.noInline.Load() {
-		return s.serveInline(st, w)
+		st.w = w
+		return s.serveInline(st)
 	}
+	var cancel context.CancelFunc
+	st.ctx, cancel = context.WithCancel(st.ctx)
+	defer cancel()
+	st.cancelReader = cancel
 	return s.serveWithReader(st)
 }
 
@@ -312,17 +315,15 @@ type statusWriter interface {
 
 // serveInline serves the stream on the handler goroutine alone: Recv and
 // processing inline. When the server ends the stream (superseded, drain,
-// register timeout) while it waits in Recv, the status is written from a
-// goroutine that exists only from that moment (context.AfterFunc), which
-// ends the stream and unblocks the Recv.
-func (s *Server) serveInline(st *stream, w statusWriter) error {
+// register timeout) while it waits in Recv, end writes the status from a
+// goroutine that exists only from that moment, which ends the stream and
+// unblocks the Recv.
+func (s *Server) serveInline(st *stream) error {
 	s.inline.Add(1)
-	stop := context.AfterFunc(st.ctx, func() { st.endFromServer(w) })
-	timer := time.AfterFunc(s.cfg.RegisterTimeout, func() { s.registerTimeout(st) })
-	err := s.serve(st, timer)
-	timer.Stop()
-	stop()
-	st.cancel(errHandlerReturned) // no effect when a cause is already set
+	// serve stops the timer at the first message and keeps no reference
+	// to it: a stopped timer held for the stream's life is memory per node.
+	err := s.serve(st, time.AfterFunc(s.cfg.RegisterTimeout, func() { s.registerTimeout(st) }))
+	st.end(errHandlerReturned) // no effect when a cause is already set
 	st.close()
 	return s.streamEnd(st, err)
 }
@@ -349,7 +350,7 @@ func (s *Server) serveWithReader(st *stream) error {
 			s.registerTimeout(st)
 		}
 	}
-	st.cancel(errHandlerReturned) // no effect when a cause is already set
+	st.end(errHandlerReturned) // no effect when a cause is already set
 	st.close()
 	return s.streamEnd(st, err)
 }
@@ -358,26 +359,26 @@ func (s *Server) serveWithReader(st *stream) error {
 func (s *Server) registerTimeout(st *stream) {
 	if !st.first.Load() {
 		s.m.rejected.WithLabelValues("register_timeout").Inc()
-		st.cancel(errRegisterTimeout)
+		st.end(errRegisterTimeout)
 	}
 }
 
-// endFromServer runs when the stream's context ends: when the server
-// ended it, it writes the final status at once, so a pending Recv returns.
-func (st *stream) endFromServer(w statusWriter) {
-	switch cause := context.Cause(st.ctx); {
+// endFromServer writes the final status of a stream the server ended,
+// at once, so a pending Recv returns.
+func (st *stream) endFromServer() {
+	switch cause := st.endCause(); {
 	case errors.Is(cause, errSuperseded), errors.Is(cause, errDrained), errors.Is(cause, errRegisterTimeout):
 	default:
-		return // the client or the connection ended it: Recv returns by itself
+		return
 	}
 	st.close()
-	_ = w.WriteStatus(status.Convert(st.s.streamEnd(st, nil)))
+	_ = st.w.WriteStatus(status.Convert(st.s.streamEnd(st, nil)))
 }
 
 // streamEnd is the status a stream ends with: the server's reason when the
 // server ended it, else what ended the reader.
 func (s *Server) streamEnd(st *stream, err error) error {
-	switch cause := context.Cause(st.ctx); {
+	switch cause := st.endCause(); {
 	case errors.Is(cause, errSuperseded):
 		return status.Errorf(codes.Aborted, "node %q opened a newer stream on this collector", st.name)
 	case errors.Is(cause, errDrained):
@@ -531,16 +532,20 @@ func (s *Server) attach(st *stream, rq *registration) error {
 		st.stored, st.hasStored = digestOf(res.Status)
 	}
 	s.mu.Lock()
-	if ctx.Err() != nil {
+	if st.ending() {
 		// Ended (superseded, drained, timed out) while registering:
-		// publishing it now could replace a newer stream.
+		// publishing it now could replace a newer stream. The causes are
+		// recorded under s.mu, so none is missed here.
 		s.mu.Unlock()
+		if c := st.cause.Load(); c != nil {
+			return *c // streamEnd turns it into the stream's status
+		}
 		return status.FromContextError(ctx.Err()).Err()
 	}
 	if old := s.streams[name]; old != nil {
 		// The newest stream wins: the old one is most likely a half-dead
 		// connection the reporter already gave up on.
-		old.cancel(errSuperseded)
+		old.end(errSuperseded)
 	}
 	s.streams[name] = st
 	st.gen = s.table.Attach(name, res.Node.GetMetadata().GetUid(), now)

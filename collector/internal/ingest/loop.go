@@ -227,7 +227,7 @@ func (s *Server) writeStatus(st *stream, j statusJob) *collectorv1.Ack {
 		st.stored, st.hasStored = d, ok
 		a.Durable = true
 		s.m.statusOK.Inc()
-	case st.ctx.Err() != nil:
+	case st.ending():
 		return nil
 	case errors.Is(err, persist.ErrBusy):
 		// Not queued: etcd still holds what it held.

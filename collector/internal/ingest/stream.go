@@ -18,10 +18,16 @@ import (
 //   - one goroutine while idle: the gRPC handler, which receives and
 //     processes every message inline and sends its acks (serveInline).
 //     When the server ends the stream (superseded, drain, register
-//     timeout) a goroutine started by context.AfterFunc writes the final
-//     status, which unblocks the pending Recv. Where the transport stream
-//     cannot do that, a reader goroutine receives instead and the handler
-//     only waits (serveWithReader);
+//     timeout) end starts a goroutine that writes the final status, which
+//     unblocks the pending Recv. Where the transport stream cannot do
+//     that, a reader goroutine receives instead and the handler only
+//     waits (serveWithReader);
+//   - no context, timer or callback of its own while it is served inline:
+//     it uses the gRPC stream's context and records the server's reason
+//     for ending it in cause. A derived context, a context.AfterFunc and
+//     the register timer cost ~1 KB per stream (their registrations in
+//     the parents' children maps most of it), a fifth of the collector's
+//     heap at 100,000 streams, all of it scanned by every GC cycle;
 //   - a status writer goroutine only while status reports wait for etcd,
 //     and a command sender only while commands wait to be sent;
 //   - a digest of the stored status (statusDigest), not the status.
@@ -29,10 +35,21 @@ import (
 // Send is serialised by sendTok; no Send starts once the stream is closing
 // (closed).
 type stream struct {
-	s      *Server
-	srv    collectorv1.CollectorService_ReportServer
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	s   *Server
+	srv collectorv1.CollectorService_ReportServer
+	// ctx is done when the stream ended for any reason: the gRPC stream's
+	// context, which ends when the client or the connection goes, and
+	// when the server writes the final status (serveInline); a context
+	// derived from it that end cancels under serveWithReader.
+	ctx context.Context
+	// cause is why the server ended the stream (errSuperseded, errDrained,
+	// errRegisterTimeout, errHandlerReturned): the first one wins.
+	cause atomic.Pointer[error]
+	// How end ends the stream: the transport stream's status writer
+	// (serveInline), else the derived context's cancel (serveWithReader).
+	// Set before the stream can be ended.
+	w            statusWriter
+	cancelReader context.CancelFunc
 
 	// Set at registration, before the stream is published in s.streams.
 	name       string
@@ -71,11 +88,42 @@ var errStreamClosed = errors.New("stream closed")
 // reading; it fails when the handler has returned).
 const sendDrainWait = 250 * time.Millisecond
 
-func newStream(s *Server, srv collectorv1.CollectorService_ReportServer, ctx context.Context, cancel context.CancelCauseFunc) *stream {
-	st := &stream{s: s, srv: srv, ctx: ctx, cancel: cancel, sendTok: make(chan struct{}, 1)}
+func newStream(s *Server, srv collectorv1.CollectorService_ReportServer) *stream {
+	st := &stream{s: s, srv: srv, ctx: srv.Context(), sendTok: make(chan struct{}, 1)}
 	st.sendTok <- struct{}{}
 	return st
 }
+
+// end records why the server ends the stream; only the first cause
+// counts, none once the client or the connection ended it, and only one
+// other than errHandlerReturned (which the handler records on its way out)
+// ends the stream. Ending writes the final status on a goroutine of its
+// own: it may wait briefly for a Send in progress, and end is called under
+// Server.mu.
+func (st *stream) end(cause error) {
+	if st.ctx.Err() != nil || !st.cause.CompareAndSwap(nil, &cause) || cause == errHandlerReturned {
+		return
+	}
+	switch {
+	case st.w != nil:
+		go st.endFromServer()
+	case st.cancelReader != nil:
+		st.cancelReader()
+	}
+}
+
+// endCause is why the stream ended: the server's reason, else the
+// context's (the client cancelled, the connection broke); nil while it
+// lives.
+func (st *stream) endCause() error {
+	if c := st.cause.Load(); c != nil {
+		return *c
+	}
+	return context.Cause(st.ctx)
+}
+
+// ending reports whether the stream ended or the server decided to end it.
+func (st *stream) ending() bool { return st.cause.Load() != nil || st.ctx.Err() != nil }
 
 // send sends m, waiting for any Send in progress on this stream.
 func (st *stream) send(m *collectorv1.ReportResponse) error {
@@ -174,7 +222,7 @@ func (s *Server) writeStatuses(st *stream) {
 	defer s.handlers.Done()
 	for {
 		st.mu.Lock()
-		if len(st.statuses) == 0 || st.ctx.Err() != nil {
+		if len(st.statuses) == 0 || st.ending() {
 			st.statuses, st.writing = nil, false
 			st.mu.Unlock()
 			return
