@@ -77,8 +77,11 @@ type Config struct {
 	// GCPercent is the Go GC target (GOGC) the collector process runs with
 	// when the GOGC environment variable is not set (Main only; 0 keeps
 	// Go's default of 100). A collector's memory grows with its streams
-	// and its CPU with their messages; 50 keeps ~6 KB less per connected
-	// node for a few hundredths of a core at 10,000 renewals/s.
+	// and its CPU with their messages. At 100,000 streams every GC cycle
+	// scans ~0.5 GB of heap and ~0.5 GB of goroutine stacks and, through
+	// the mutator assists of the stream goroutines, stalls renewals for
+	// 1-3 s; 75 has a third fewer cycles than 50 for ~2.5 KB more per
+	// connected node (docs/benchmarks.md, session 11).
 	GCPercent int
 	// GCPercentBacklog is the GC target while registrations are
 	// backlogged (Main only, and only when GCPercent applies): a fleet
@@ -117,7 +120,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SessionTTL, "collector.session-ttl", 10*time.Second, "TTL of the etcd session holding collectors/<id>: a dead collector disappears from discovery after at most this")
 	fs.DurationVar(&c.DrainWindow, "drain.reconnect-window", 5*time.Second, "on shutdown, reporters reconnect elsewhere at a random moment within this window (keep below --grpc.drain-timeout)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "upper bound of the whole shutdown sequence")
-	fs.IntVar(&c.GCPercent, "runtime.gc-percent", 50, "Go GC target percentage for this process when the GOGC environment variable is not set (0: Go's default, 100); lower keeps less memory per connected node for a little more CPU")
+	fs.IntVar(&c.GCPercent, "runtime.gc-percent", 75, "Go GC target percentage for this process when the GOGC environment variable is not set (0: Go's default, 100); lower keeps less memory per connected node, for more frequent collections, each of which delays renewals while it runs")
 	fs.IntVar(&c.GCPercentBacklog, "runtime.gc-percent-backlog", 200, "Go GC target while registrations are backlogged (a fleet reconnecting at once), back to --runtime.gc-percent 10 s after the backlog is gone; ≤ --runtime.gc-percent disables (not applied when GOGC is set)")
 
 	fs.IntVar(&c.Ingest.MaxStreams, "max-streams", ic.MaxStreams, "open Report streams at most; more are refused with ResourceExhausted")
