@@ -155,6 +155,31 @@ func (st *stream) close() {
 	}
 }
 
+// sendNow sends m (a command) at once when nothing is being sent or
+// queued on the stream, else queues it behind (push), so commands keep
+// their order. It blocks only in a Send that flow control holds. false: the
+// stream is ending, or SendQueue messages are already waiting.
+func (st *stream) sendNow(m *collectorv1.ReportResponse) bool {
+	st.mu.Lock()
+	queued := st.sending
+	st.mu.Unlock()
+	if queued {
+		return st.push(m)
+	}
+	select {
+	case <-st.sendTok:
+	default:
+		return st.push(m) // a Send in progress (an ack): queue behind it
+	}
+	if st.closed.Load() {
+		st.sendTok <- struct{}{}
+		return false
+	}
+	err := st.srv.Send(m)
+	st.sendTok <- struct{}{}
+	return err == nil
+}
+
 // push queues m (a command) without blocking; false when the stream is
 // ending or SendQueue messages are already waiting.
 func (st *stream) push(m *collectorv1.ReportResponse) bool {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,4 +150,85 @@ func TestCommandsAndStatusesInterleave(t *testing.T) {
 
 func reportStatusCmd(reason string) *collectorv1.Command {
 	return &collectorv1.Command{Command: &collectorv1.Command_ReportStatus{ReportStatus: &collectorv1.ReportStatus{Reason: reason}}}
+}
+
+// fakeReportServer records what a stream sends; Send blocks while block is
+// open (a client that stopped reading, flow control exhausted).
+type fakeReportServer struct {
+	collectorv1.CollectorService_ReportServer
+	ctx   context.Context
+	block chan struct{}
+	mu    sync.Mutex
+	sent  []*collectorv1.ReportResponse
+}
+
+func (f *fakeReportServer) Context() context.Context { return f.ctx }
+
+func (f *fakeReportServer) Send(m *collectorv1.ReportResponse) error {
+	if f.block != nil {
+		<-f.block
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sent = append(f.sent, m)
+	return nil
+}
+
+func (f *fakeReportServer) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.sent)
+}
+
+// A broadcast reaches every stream from a few workers, keeps a stream's
+// queued commands in order, and a stream whose Send blocks holds up neither
+// the others nor the broadcast for longer than its wait.
+func TestBroadcastDoesNotWaitForABlockedStream(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const n = 50
+	fakes := make([]*fakeReportServer, n)
+	h.srv.mu.Lock()
+	for i := range fakes {
+		fakes[i] = &fakeReportServer{ctx: ctx}
+		if i == 7 {
+			fakes[i].block = make(chan struct{})
+		}
+		h.srv.streams[fmt.Sprintf("fake-%02d", i)] = newStream(h.srv, fakes[i])
+	}
+	// One stream has a command queued already: the broadcast goes behind it.
+	queued := h.srv.streams["fake-11"]
+	first := &collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Command{Command: &collectorv1.Command{}}}
+	<-queued.sendTok // a Send in progress holds the token
+	if !queued.push(first) {
+		t.Fatal("push refused")
+	}
+	h.srv.mu.Unlock()
+
+	m := reconnect("test", time.Second)
+	start := time.Now()
+	got := h.srv.broadcast(m, 300*time.Millisecond)
+	took := time.Since(start)
+	if took > 3*time.Second {
+		t.Fatalf("broadcast took %s with one blocked stream, want about its 300ms wait", took)
+	}
+	if got != n-1 {
+		t.Fatalf("broadcast counted %d streams, want %d (all but the blocked one)", got, n-1)
+	}
+	queued.sendTok <- struct{}{} // the Send in progress ends
+	close(fakes[7].block)
+	waitFor(t, func() bool {
+		for _, f := range fakes {
+			if f.count() == 0 {
+				return false
+			}
+		}
+		return fakes[11].count() == 2
+	})
+	fakes[11].mu.Lock()
+	defer fakes[11].mu.Unlock()
+	if s := fakes[11].sent; len(s) != 2 || s[0] != first || s[1] != m {
+		t.Fatalf("queued stream got %v, want the queued command, then the broadcast", s)
+	}
 }
