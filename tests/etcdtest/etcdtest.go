@@ -229,6 +229,10 @@ func (c *Cluster) NewClient(t testing.TB) *clientv3.Client {
 	return cli
 }
 
+// DBFile is the member's bbolt file (etcd's <data dir>/member/snap/db); read
+// it only while the member is stopped.
+func (c *Cluster) DBFile() string { return filepath.Join(c.dir, "member", "member", "snap", "db") }
+
 // Stop closes the member, as an etcd outage would; data and ports are kept
 // for Restart. Stopping a stopped member does nothing.
 func (c *Cluster) Stop() {

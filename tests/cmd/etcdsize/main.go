@@ -18,6 +18,13 @@
 //
 // It reads every value under the prefix (paged at one revision), so run it
 // against a test or benchmark member, or expect one full read of the fleet.
+//
+// --db-file reads a stopped member's bbolt file instead (member/snap/db;
+// bench --keep-etcd-data keeps the benchmark's) and counts every revision
+// it holds per kind, puts and deletes: the history between compactions,
+// which the database size counts and a live read cannot see:
+//
+//	go run ./tests/cmd/etcdsize --db-file .run/bench/<time>/etcd-data/member/snap/db
 package main
 
 import (
@@ -49,8 +56,16 @@ func main() {
 	flag.BoolVar(&show, "show", false, "print the first value of each kind as JSON")
 	flag.BoolVar(&deflate, "deflate", false, "also estimate each kind's value bytes if every value were DEFLATE-compressed with a dictionary of sample values of its kind")
 	get := flag.String("get", "", "print the value of this one key (full key, with the prefix) as JSON and exit")
+	dbFile := flag.String("db-file", "", "count every revision in this bbolt file (a stopped member's member/snap/db) per kind, instead of reading a live member")
 	flag.StringVar(&dumpDir, "dump", "", "write every value as one line of JSON per object to <dir>/<kind>.jsonl (sample objects for tests and dictionaries)")
 	flag.Parse()
+	if *dbFile != "" {
+		if err := history(*dbFile, *prefix); err != nil {
+			fmt.Fprintln(os.Stderr, "etcdsize:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *get != "" {
 		if err := getOne(*endpoints, *prefix, *get); err != nil {
 			fmt.Fprintln(os.Stderr, "etcdsize:", err)
