@@ -73,7 +73,7 @@ func (c *SimulateConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&s.LeaveOnExit, "leave-on-exit", d.LeaveOnExit, "send Leaving on every stream when the simulation stops")
 	fs.StringVar(&c.FaultScript, "faults", "", "fault script, lines separated by ';' (see above)")
 	fs.StringVar(&c.FaultFile, "fault-file", "", "file with one fault per line")
-	fs.IntVar(&c.GCPercent, "runtime.gc-percent", 400, "Go GC target percentage of the simulator when the GOGC environment variable is not set (0: Go's default, 100). A load generator's garbage collections delay its own sends and the reading of acks: at 100,000 virtual nodes each cycle of a 100 target stalled them for 1-3 s every ~45 s, which a benchmark then reports as the collector's latency and as a burst in the offered load; 400 collects about a quarter as often, for ~4x the heap")
+	fs.IntVar(&c.GCPercent, "runtime.gc-percent", 400, "Go GC target percentage of the simulator when the GOGC environment variable is not set (0: Go's default, 100). A load generator's garbage collections delay its own sends and the reading of acks: at 100,000 virtual nodes each cycle at a target of 100 stalled them for 1-4 s every 35-70 s, which a benchmark then reports as the collector's latency and as a burst in the offered load; 400 collects about a quarter as often, for ~4x the heap")
 	fs.StringVar(&c.ControlAddress, "control.listen-address", "", "HTTP address of the control API (POST /faults, GET /stats); empty disables it")
 	s.Collector = DefaultConfig().Collector
 	s.Collector.RegisterFlags(fs, "collector", s.Collector.Addresses, "collector addresses")
