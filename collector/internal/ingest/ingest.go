@@ -200,11 +200,13 @@ func reconnect(reason string, within time.Duration) *collectorv1.ReportResponse 
 const broadcastWorkers = 8
 
 // broadcast sends m to every attached stream and returns to how many it was
-// sent or queued. The streams are listed under s.mu and served by a few
-// workers (stream.sendNow). A Send blocked by flow control (a client that
-// stopped reading) holds its worker until that stream ends, so broadcast
-// waits for the workers at most wait, and counts what they did by then.
-func (s *Server) broadcast(m *collectorv1.ReportResponse, wait time.Duration) int {
+// sent or queued by the time it returns, and how many streams there were.
+// The streams are listed under s.mu and served by a few workers
+// (stream.sendNow). A Send blocked by flow control (a client that stopped
+// reading) holds its worker until that stream ends, so broadcast waits for
+// the workers at most wait; the rest of the list is still served after it
+// returns.
+func (s *Server) broadcast(m *collectorv1.ReportResponse, wait time.Duration) (int, int) {
 	s.mu.Lock()
 	list := make([]*stream, 0, len(s.streams))
 	for _, st := range s.streams {
@@ -232,7 +234,7 @@ func (s *Server) broadcast(m *collectorv1.ReportResponse, wait time.Duration) in
 	case <-done:
 	case <-t.C:
 	}
-	return int(sent.Load())
+	return int(sent.Load()), len(list)
 }
 
 // Drain stops accepting streams, tells every attached reporter to reconnect
@@ -244,8 +246,8 @@ func (s *Server) Drain(window time.Duration) {
 		return
 	}
 	start := time.Now()
-	n := s.broadcast(reconnect("collector draining", window), window)
-	s.lg.Info("draining: told reporters to reconnect elsewhere", zap.Int("streams", n), zap.Duration("within", window),
+	n, total := s.broadcast(reconnect("collector draining", window), window)
+	s.lg.Info("draining: told reporters to reconnect elsewhere", zap.Int("streams", n), zap.Int("of", total), zap.Duration("within", window),
 		zap.Duration("took", time.Since(start)))
 	time.AfterFunc(window+time.Second, func() {
 		s.mu.Lock()
@@ -290,8 +292,8 @@ func (s *Server) Run(ctx context.Context) error {
 			told = false
 		case !told && s.cfg.UnavailableReconnectAfter > 0 && down >= s.cfg.UnavailableReconnectAfter:
 			told = true
-			n := s.broadcast(reconnect("etcd unavailable from this collector", s.cfg.ReconnectWindow), s.cfg.ReconnectWindow)
-			s.lg.Warn("etcd unavailable too long: told reporters to reconnect elsewhere", zap.Duration("outage", down), zap.Int("streams", n))
+			n, total := s.broadcast(reconnect("etcd unavailable from this collector", s.cfg.ReconnectWindow), s.cfg.ReconnectWindow)
+			s.lg.Warn("etcd unavailable too long: told reporters to reconnect elsewhere", zap.Duration("outage", down), zap.Int("streams", n), zap.Int("of", total))
 		}
 	}
 }

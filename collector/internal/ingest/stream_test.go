@@ -208,8 +208,11 @@ func TestBroadcastDoesNotWaitForABlockedStream(t *testing.T) {
 
 	m := reconnect("test", time.Second)
 	start := time.Now()
-	got := h.srv.broadcast(m, 300*time.Millisecond)
+	got, total := h.srv.broadcast(m, 300*time.Millisecond)
 	took := time.Since(start)
+	if total != n {
+		t.Fatalf("broadcast listed %d streams, want %d", total, n)
+	}
 	if took > 3*time.Second {
 		t.Fatalf("broadcast took %s with one blocked stream, want about its 300ms wait", took)
 	}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -28,7 +29,7 @@ func history(path, prefix string) error {
 	if _, err := os.Stat(path); err != nil {
 		return err
 	}
-	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: 2e9})
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: 2 * time.Second})
 	if err != nil {
 		return fmt.Errorf("open %s (a running member holds its lock): %w", path, err)
 	}
