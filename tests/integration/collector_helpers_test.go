@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"io"
 	"path/filepath"
 	"testing"
 	"time"
@@ -123,6 +124,15 @@ func (r *testReporter) send(m *collectorv1.ReportRequest) (*collectorv1.Ack, err
 	r.seq++
 	m.Seq = r.seq
 	if err := r.s.Send(m); err != nil {
+		if errors.Is(err, io.EOF) {
+			// The server ended the stream first (e.g. refused the
+			// certificate); grpc-go gives its status through Recv only.
+			for {
+				if _, rerr := r.s.Recv(); rerr != nil {
+					return nil, rerr
+				}
+			}
+		}
 		return nil, err
 	}
 	for {

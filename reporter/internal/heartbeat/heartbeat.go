@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -340,6 +341,7 @@ type pending struct {
 type session struct {
 	c      *Client
 	stream Stream
+	recv   <-chan recvResult // the reader goroutine's results; it alone calls Recv
 	seq    uint64
 	acks   map[uint64]pending
 
@@ -389,7 +391,7 @@ func (c *Client) session(ctx context.Context) (registered bool, err error) {
 			}
 		}
 	}()
-	s := &session{c: c, stream: stream, acks: map[uint64]pending{}}
+	s := &session{c: c, stream: stream, recv: recv, acks: map[uint64]pending{}}
 	ack, err := s.register(ctx, recv)
 	if err != nil {
 		return false, err
@@ -418,9 +420,34 @@ func (s *session) send(kind string, req *collectorv1.ReportRequest) error {
 	req.Seq = s.seq
 	s.acks[s.seq] = pending{kind: kind, sentAt: time.Now()}
 	if err := s.stream.Send(req); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = s.endedWith(err)
+		}
 		return fmt.Errorf("send %s: %w", kind, err)
 	}
 	return nil
+}
+
+// endedWith returns the status the server ended the stream with. grpc-go's
+// Send says only io.EOF when the server has already finished the stream (a
+// refused certificate, a drained collector); the status itself arrives
+// through Recv, which the reader goroutine owns, so wait briefly for it.
+// Without this a refusal would be logged and retried as a bare "EOF".
+func (s *session) endedWith(sendErr error) error {
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case r := <-s.recv:
+			if r.err != nil {
+				return r.err
+			}
+			// An ack or command sent before the end: the stream is over,
+			// so it no longer matters.
+		case <-t.C:
+			return sendErr
+		}
+	}
 }
 
 func (s *session) register(ctx context.Context, recv <-chan recvResult) (*collectorv1.Ack, error) {

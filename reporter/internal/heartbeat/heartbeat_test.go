@@ -6,7 +6,9 @@ package heartbeat
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +16,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -591,4 +595,32 @@ func TestLeaseFollowsTheCollectorsPhase(t *testing.T) {
 			}
 		}
 	})
+}
+
+// refusedStream is what grpc-go hands a client whose stream the server
+// ended before the first message arrived: Send says io.EOF, Recv the status.
+type refusedStream struct{ st error }
+
+func (s refusedStream) Send(*collectorv1.ReportRequest) error { return io.EOF }
+func (s refusedStream) Recv() (*collectorv1.ReportResponse, error) {
+	return nil, s.st
+}
+func (s refusedStream) CloseSend() error { return nil }
+
+// A refused stream surfaces the server's status, not the bare io.EOF that
+// Send returns, so logs and retry decisions see PermissionDenied.
+func TestRefusedStreamReportsTheServersStatus(t *testing.T) {
+	refusal := status.Error(codes.PermissionDenied, "certificate of operator-alice is not a node identity")
+	dial := func(context.Context) (Stream, error) { return refusedStream{refusal}, nil }
+	cl, err := New(testConfig(), zap.NewNop(), dial, newNode().status, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered, err := cl.session(t.Context())
+	if registered {
+		t.Fatal("registered on a refused stream")
+	}
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "operator-alice") {
+		t.Fatalf("session error %v, want the server's PermissionDenied", err)
+	}
 }
