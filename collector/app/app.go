@@ -236,18 +236,15 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	}
 	auth := &authorizer{insecure: cfg.GRPC.TLS.Insecure}
 	a.grpc, err = grpcserver.New(cfg.GRPC, lg, reg, grpcserver.Options{
-		Unary:  []grpc.UnaryServerInterceptor{auth.unary},
-		Stream: []grpc.StreamServerInterceptor{auth.stream},
+		Check: auth.check,
 		// Large messages are coded off the Report streams' long-lived
 		// stacks (ingest.Codec): 16 KB → 8 KB of stack per node.
 		ServerOptions: []grpc.ServerOption{grpc.ForceServerCodecV2(ingest.Codec())},
-		// One Report stream per node: ingest logs attach, leave and
-		// detach itself; the call logger would hold fields for the
-		// stream's life and deepen its (per-node) stack.
-		Unlogged: []string{collectorv1.CollectorService_Report_FullMethodName},
-		// Ten thousand renewals a second: ingest counts them by kind and
-		// result (nodepulse_collector_messages_total).
-		Uncounted: []string{collectorv1.CollectorService_Report_FullMethodName},
+		// One Report stream per node, ten thousand renewals a second:
+		// ingest logs attach, leave and detach and counts messages by kind
+		// and result itself (nodepulse_collector_messages_total), and the
+		// short chain keeps each stream's stack shallow.
+		LongLived: []string{collectorv1.CollectorService_Report_FullMethodName},
 	})
 	if err != nil {
 		return nil, a.closeOnErr(err)
@@ -560,20 +557,6 @@ func (z *authorizer) check(ctx context.Context, method string) error {
 }
 
 var feedPrefix = "/" + collectorv1.FeedService_ServiceDesc.ServiceName + "/"
-
-func (z *authorizer) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if err := z.check(ctx, info.FullMethod); err != nil {
-		return nil, err
-	}
-	return h(ctx, req)
-}
-
-func (z *authorizer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	if err := z.check(ss.Context(), info.FullMethod); err != nil {
-		return err
-	}
-	return h(srv, ss)
-}
 
 // Main parses args and the environment, then runs a collector until ctx ends.
 func Main(ctx context.Context, args []string) error {

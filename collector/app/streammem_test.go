@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -173,27 +174,33 @@ func TestStreamMemory(t *testing.T) {
 	rate := float64(r1-r0) / wall
 	cores := float64(c1-c0) / 1e9 / wall
 	t.Logf("N=%d conns=%d GOGC=%q", n, conns, os.Getenv("GOGC"))
-	t.Logf("per stream: RSS %.0f B (steady, no forced GC) / %.0f B (after GC); heap in use %.0f B, live heap %.0f B, stacks %.0f B, goroutines %.2f",
+	t.Logf("per stream: RSS %.0f B (steady, no forced GC) / %.0f B (after GC); heap in use %.0f B, live heap %.0f B, stacks %.0f B (%.0f B scanned per GC), goroutines %.2f",
 		per(steady.rss, before.rss), per(after.rss, before.rss), per(steady.heapInuse, before.heapInuse), per(after.heapAlloc, before.heapAlloc),
-		per(after.stack, before.stack), float64(after.goroutines-before.goroutines)/float64(n))
+		per(after.stack, before.stack), per(after.stackScanned, before.stackScanned), float64(after.goroutines-before.goroutines)/float64(n))
 	t.Logf("renewals %.0f/s, collector %.3f cores, %.1f µs CPU per renewal; %.3f cores at 10,000 renewals/s",
 		rate, cores, cores*1e6/rate, cores/rate*10000)
-	fmt.Printf("STREAMMEM n=%d conns=%d rss_per_stream=%.0f rss_after_gc_per_stream=%.0f heap_inuse_per_stream=%.0f live_heap_per_stream=%.0f stack_per_stream=%.0f goroutines_per_stream=%.2f renewals_per_s=%.0f cores=%.3f cores_at_10k=%.3f\n",
+	fmt.Printf("STREAMMEM n=%d conns=%d rss_per_stream=%.0f rss_after_gc_per_stream=%.0f heap_inuse_per_stream=%.0f live_heap_per_stream=%.0f stack_per_stream=%.0f stack_scanned_per_stream=%.0f goroutines_per_stream=%.2f renewals_per_s=%.0f cores=%.3f cores_at_10k=%.3f\n",
 		n, conns, per(steady.rss, before.rss), per(after.rss, before.rss), per(steady.heapInuse, before.heapInuse), per(after.heapAlloc, before.heapAlloc),
-		per(after.stack, before.stack), float64(after.goroutines-before.goroutines)/float64(n), rate, cores, cores/rate*10000)
+		per(after.stack, before.stack), per(after.stackScanned, before.stackScanned), float64(after.goroutines-before.goroutines)/float64(n), rate, cores, cores/rate*10000)
 }
 
 const streamMemClientEnv = "NODEPULSE_STREAMMEM_CLIENT"
 
 type memSample struct {
 	rss, heapInuse, heapAlloc, stack uint64
-	goroutines                       int
+	// stackScanned: stack bytes the last GC cycle scanned, the part of
+	// the stacks that costs mark work every cycle (gctrace's "stacks").
+	stackScanned uint64
+	goroutines   int
 }
 
 func sampleMem() memSample {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return memSample{rss: vmRSS(), heapInuse: ms.HeapInuse, heapAlloc: ms.HeapAlloc, stack: ms.StackInuse, goroutines: runtime.NumGoroutine()}
+	scanned := []metrics.Sample{{Name: "/gc/scan/stack:bytes"}}
+	metrics.Read(scanned)
+	return memSample{rss: vmRSS(), heapInuse: ms.HeapInuse, heapAlloc: ms.HeapAlloc, stack: ms.StackInuse,
+		stackScanned: scanned[0].Value.Uint64(), goroutines: runtime.NumGoroutine()}
 }
 
 func vmRSS() uint64 {

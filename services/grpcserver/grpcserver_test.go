@@ -2,8 +2,11 @@ package grpcserver
 
 import (
 	"context"
+	"io"
 	"net"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
@@ -121,19 +125,16 @@ func TestFixedFlowControlWindows(t *testing.T) {
 	}
 }
 
-// Methods named in Options.Uncounted keep their call metrics but not their
+// Methods named in Options.LongLived keep their call metrics but not their
 // message counters; every other stream keeps both. Health.Watch is the
 // stream: each call sends one message (the status) before it is cancelled.
-func TestUncountedStreamsCountCallsNotMessages(t *testing.T) {
+func TestLongLivedStreamsCountCallsNotMessages(t *testing.T) {
 	for _, tc := range []struct {
-		uncounted []string
+		longLived []string
 		wantSent  float64
 	}{{nil, 1}, {[]string{"/grpc.health.v1.Health/Watch"}, 0}} {
 		reg := prometheus.NewRegistry()
-		cfg := Config{ListenAddress: "127.0.0.1:0", TLS: tlsconfig.Config{Insecure: true}, MaxRecvMsgSize: 1 << 20,
-			MaxConcurrentStreams: 100, KeepaliveTime: time.Minute, KeepaliveTimeout: time.Minute, MinClientPingInterval: time.Second,
-			DrainTimeout: time.Second}
-		s, err := New(cfg, zap.NewNop(), reg, Options{Uncounted: tc.uncounted})
+		s, err := New(testConfig(), zap.NewNop(), reg, Options{LongLived: tc.longLived})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,8 +158,106 @@ func TestUncountedStreamsCountCallsNotMessages(t *testing.T) {
 		started := testutil.ToFloat64(metricVec(t, reg, "grpc_server_started_total", "Watch"))
 		sent := testutil.ToFloat64(metricVec(t, reg, "grpc_server_msg_sent_total", "Watch"))
 		if started != 1 || sent != tc.wantSent {
-			t.Errorf("Uncounted=%v: started %v, messages sent %v; want 1 and %v", tc.uncounted, started, sent, tc.wantSent)
+			t.Errorf("LongLived=%v: started %v, messages sent %v; want 1 and %v", tc.longLived, started, sent, tc.wantSent)
 		}
+	}
+}
+
+func testConfig() Config {
+	return Config{ListenAddress: "127.0.0.1:0", TLS: tlsconfig.Config{Insecure: true}, MaxRecvMsgSize: 1 << 20,
+		MaxConcurrentStreams: 100, KeepaliveTime: time.Minute, KeepaliveTimeout: time.Minute, MinClientPingInterval: time.Second,
+		DrainTimeout: time.Second}
+}
+
+// streamDesc: two server-streaming methods, Long and Short, whose handler
+// is streamHandler.
+func streamDesc(h func(ss grpc.ServerStream) error) *grpc.ServiceDesc {
+	handler := func(_ any, ss grpc.ServerStream) error { return h(ss) }
+	return &grpc.ServiceDesc{
+		ServiceName: "test.Streams",
+		HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{
+			{StreamName: "Long", Handler: handler, ServerStreams: true, ClientStreams: true},
+			{StreamName: "Short", Handler: handler, ServerStreams: true, ClientStreams: true},
+		},
+	}
+}
+
+// framesBelowGRPC counts the frames between grpc-go's stream dispatch and
+// the service's handler (streamDesc's wrapper, which calls the caller of
+// framesBelowGRPC): the interceptor chain.
+func framesBelowGRPC() int {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	for n := 0; ; n++ {
+		f, more := frames.Next()
+		if strings.Contains(f.Function, "grpc.(*Server).processStreamingRPC") || !more {
+			return n - 2 // the handler and its wrapper are not part of the chain
+		}
+	}
+}
+
+// A long-lived stream runs Check and recovery like any other stream, under
+// a chain a few frames deep instead of the fixed chain's ten: every GC
+// cycle scans each such stream's stack.
+func TestLongLivedStreamsShortChain(t *testing.T) {
+	depth := map[string]int{}
+	var mu sync.Mutex
+	h := func(ss grpc.ServerStream) error {
+		m, _ := grpc.Method(ss.Context())
+		mu.Lock()
+		depth[m] = framesBelowGRPC()
+		mu.Unlock()
+		if md, _ := metadata.FromIncomingContext(ss.Context()); len(md.Get("panic")) > 0 {
+			panic("handler bug")
+		}
+		return nil
+	}
+	check := func(ctx context.Context, method string) error {
+		if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("deny")) > 0 {
+			return status.Errorf(codes.PermissionDenied, "%s: denied", method)
+		}
+		return nil
+	}
+	s, err := New(testConfig(), zap.NewNop(), nil, Options{Check: check, LongLived: []string{"/test.Streams/Long"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.RegisterService(streamDesc(h), struct{}{})
+	go func() { _ = s.Serve(s.ln) }()
+	defer s.Stop()
+	cc, err := grpc.NewClient(s.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	call := func(method string, md ...string) error {
+		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), md...), 5*time.Second)
+		defer cancel()
+		cs, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method)
+		if err != nil {
+			return err
+		}
+		_ = cs.CloseSend()
+		return cs.RecvMsg(&emptypb.Empty{})
+	}
+	for _, m := range []string{"/test.Streams/Long", "/test.Streams/Short"} {
+		if err := call(m); err != io.EOF {
+			t.Fatalf("%s: %v, want a clean end", m, err)
+		}
+		if err := call(m, "deny", "1"); status.Code(err) != codes.PermissionDenied {
+			t.Errorf("%s with a denying check: %v, want PermissionDenied", m, err)
+		}
+		if err := call(m, "panic", "1"); status.Code(err) != codes.Internal {
+			t.Errorf("%s panicking: %v, want Internal", m, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	long, short := depth["/test.Streams/Long"], depth["/test.Streams/Short"]
+	t.Logf("frames between grpc-go and the handler: long-lived %d, other streams %d", long, short)
+	if long > 4 || short <= long {
+		t.Errorf("long-lived stream under %d frames, others under %d: want at most 4 and fewer than the others", long, short)
 	}
 }
 
