@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
@@ -139,7 +140,24 @@ func EffectiveConditions(status *nodev1.NodeStatus, health *nodev1.NodeHealth) [
 // not-ready:NoSchedule (see notReadyUntilReported). Inputs are not
 // modified; any of status and health may be nil.
 func Merge(meta *nodev1.Node, status *nodev1.NodeStatus, health *nodev1.NodeHealth) *nodev1.Node {
-	n := merge(meta, status, health)
+	n := merge(meta, status, health, false)
+	notReadyUntilReported(n)
+	return n
+}
+
+// MergeShared is Merge for a cache that keeps the parts and serves the
+// result read-only: the node it returns shares the parts' labels,
+// annotations, addresses, resource maps, images, taints and (unless a
+// health record changes them) conditions, instead of copying them. Its own
+// Node, Metadata, Spec and Status messages and its Spec.Taints slice are
+// new, so a caller may set Metadata.Name and ResourceVersion; nothing else
+// may be modified, on the result or on the parts.
+//
+// Why: the monitor holds every node twice, as stored and as served. At
+// 100,000 nodes Merge's copies were 246 of the monitor's 990 MB of heap,
+// all of it marked by every GC cycle (docs/benchmarks.md, session 12).
+func MergeShared(meta *nodev1.Node, status *nodev1.NodeStatus, health *nodev1.NodeHealth) *nodev1.Node {
+	n := merge(meta, status, health, true)
 	notReadyUntilReported(n)
 	return n
 }
@@ -162,22 +180,42 @@ func notReadyUntilReported(n *nodev1.Node) {
 	n.Spec.Taints = append(n.Spec.Taints, &nodev1.Taint{Key: TaintNotReady, Effect: NoSchedule})
 }
 
-func merge(meta *nodev1.Node, status *nodev1.NodeStatus, health *nodev1.NodeHealth) *nodev1.Node {
+// merge builds the served node from deep copies of the parts, or, when
+// shared, from shallow copies (see MergeShared): new messages at the top,
+// the parts' fields below them, and copies of what it changes (the taint
+// slice it appends to, the conditions a health record overrides).
+func merge(meta *nodev1.Node, status *nodev1.NodeStatus, health *nodev1.NodeHealth, shared bool) *nodev1.Node {
+	cp := proto.Clone
+	if shared {
+		cp = shallowCopy
+	}
 	n := &nodev1.Node{}
 	if meta != nil {
-		n.Metadata = proto.CloneOf(meta.GetMetadata())
-		n.Spec = proto.CloneOf(meta.GetSpec())
+		if m := meta.GetMetadata(); m != nil {
+			n.Metadata = cp(m).(*nodev1.ObjectMeta)
+		}
+		if sp := meta.GetSpec(); sp != nil {
+			n.Spec = cp(sp).(*nodev1.NodeSpec)
+			n.Spec.Taints = slices.Clip(n.Spec.Taints) // appends below must not write into the part's array
+		}
 	}
 	if n.Spec == nil {
 		n.Spec = &nodev1.NodeSpec{}
 	}
 	if status != nil {
-		n.Status = proto.CloneOf(status)
+		n.Status = cp(status).(*nodev1.NodeStatus)
 	} else {
 		n.Status = &nodev1.NodeStatus{}
 	}
 	if health == nil {
 		return n
+	}
+	if shared && (len(health.GetConditionOverrides()) > 0 || health.GetRecoveryTime() != nil) {
+		// Overrides and the recovery time change conditions in place.
+		n.Status.Conditions = make([]*nodev1.NodeCondition, len(n.Status.Conditions))
+		for i, c := range status.GetConditions() {
+			n.Status.Conditions[i] = proto.CloneOf(c)
+		}
 	}
 	for _, o := range health.GetConditionOverrides() {
 		if c := FindCondition(n.Status.Conditions, o.GetType()); c != nil {
@@ -197,9 +235,27 @@ func merge(meta *nodev1.Node, status *nodev1.NodeStatus, health *nodev1.NodeHeal
 		}
 	}
 	for _, t := range health.GetTaints() {
-		n.Spec.Taints = append(n.Spec.Taints, proto.CloneOf(t))
+		if !shared {
+			t = proto.CloneOf(t)
+		}
+		n.Spec.Taints = append(n.Spec.Taints, t)
 	}
 	return n
+}
+
+// shallowCopy returns a new message of m's type whose fields are m's:
+// messages, lists and maps below the top are shared, not copied.
+func shallowCopy(m proto.Message) proto.Message {
+	src := m.ProtoReflect()
+	dst := src.New()
+	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		dst.Set(fd, v)
+		return true
+	})
+	if u := src.GetUnknown(); len(u) > 0 {
+		dst.SetUnknown(u)
+	}
+	return dst.Interface()
 }
 
 // TaintKeyEffect identifies a taint.

@@ -175,3 +175,65 @@ func TestEffectiveConditionsAgreesWithMerge(t *testing.T) {
 		})
 	}
 }
+
+// MergeShared serves exactly what Merge serves, and neither it nor a caller
+// setting the fields MergeShared allows (name, resource version) changes
+// the parts it shares.
+func TestMergeSharedServesMergeWithoutTouchingItsParts(t *testing.T) {
+	meta := func() *nodev1.Node {
+		return &nodev1.Node{
+			Metadata: &nodev1.ObjectMeta{Name: "n1", Labels: map[string]string{"zone": "a"}, Annotations: map[string]string{"x": "y"}},
+			Spec: &nodev1.NodeSpec{ProviderId: "test://n1",
+				// Spare capacity: an append that reused it would write
+				// into the stored spec's array.
+				Taints: append(make([]*nodev1.Taint, 0, 4), &nodev1.Taint{Key: "user", Effect: NoSchedule})},
+		}
+	}
+	overrides := &nodev1.NodeHealth{
+		ConditionOverrides: []*nodev1.NodeCondition{
+			{Type: Ready, Status: Unknown, Reason: ReasonNodeStatusUnknown, LastTransitionTime: Timestamp(t0.Add(time.Minute))},
+			{Type: PIDPressure, Status: Unknown, Reason: ReasonNodeStatusNeverUpdated},
+		},
+		Taints: []*nodev1.Taint{{Key: TaintUnreachable, Effect: NoSchedule}, {Key: TaintUnreachable, Effect: NoExecute}},
+	}
+	recovered := &nodev1.NodeHealth{RecoveryTime: Timestamp(t0.Add(5 * time.Minute))}
+	noReady := &nodev1.NodeStatus{Conditions: []*nodev1.NodeCondition{cond(MemoryPressure, False, t0, t0)}}
+	for _, c := range []struct {
+		name   string
+		meta   *nodev1.Node
+		status *nodev1.NodeStatus
+		health *nodev1.NodeHealth
+	}{
+		{"parts only", meta(), baseStatus(), nil},
+		{"overrides and taints", meta(), baseStatus(), overrides},
+		{"recovery time", meta(), baseStatus(), recovered},
+		{"no Ready yet", meta(), noReady, nil},
+		{"no status", meta(), nil, overrides},
+		{"empty meta", &nodev1.Node{}, baseStatus(), overrides},
+		{"nothing", nil, nil, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var before []proto.Message
+			for _, m := range []proto.Message{c.meta, c.status, c.health} {
+				before = append(before, proto.Clone(m))
+			}
+			want := Merge(c.meta, c.status, c.health)
+			got := MergeShared(c.meta, c.status, c.health)
+			if !proto.Equal(got, want) {
+				t.Fatalf("MergeShared served\n%v\nMerge serves\n%v", got, want)
+			}
+			if got.Metadata == nil {
+				got.Metadata = &nodev1.ObjectMeta{}
+			}
+			got.Metadata.Name, got.Metadata.ResourceVersion = "renamed", "42"
+			for i, m := range []proto.Message{c.meta, c.status, c.health} {
+				if !proto.Equal(m, before[i]) {
+					t.Errorf("part %d changed: %v, was %v", i, m, before[i])
+				}
+			}
+			if c.meta.GetSpec() != nil && cap(c.meta.Spec.Taints) > 1 && c.meta.Spec.Taints[:2][1] != nil {
+				t.Error("a taint was appended into the stored spec's array")
+			}
+		})
+	}
+}

@@ -398,7 +398,7 @@ func (c *Cache) mergeLocked(name string) *nodev1.Node {
 	}
 	st, _ := c.objs[nodestore.Statuses][name].Value.(*nodev1.NodeStatus)
 	h, _ := c.objs[nodestore.Health][name].Value.(*nodev1.NodeHealth)
-	n := nodemodel.Merge(meta.Value.(*nodev1.Node), st, h)
+	n := nodemodel.MergeShared(meta.Value.(*nodev1.Node), st, h)
 	if n.Metadata == nil {
 		n.Metadata = &nodev1.ObjectMeta{}
 	}
