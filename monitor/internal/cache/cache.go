@@ -384,8 +384,13 @@ func (c *Cache) applyLocked(rev int64, names map[string]bool) {
 	}
 	c.log = append(c.log, changes...)
 	if over := len(c.log) - c.cfg.History; over > 0 {
+		// Slide, not copy: copying the whole history on every batch was
+		// most of what the cache allocated while a fleet joined. The
+		// dropped entries are cleared so they keep no node alive; append
+		// moves the rest to a new array once the old one is used up.
 		c.floor = c.log[over-1].Version
-		c.log = append([]Change(nil), c.log[over:]...)
+		clear(c.log[:over])
+		c.log = c.log[over:]
 	}
 }
 
@@ -487,16 +492,23 @@ func (c *Cache) versionLocked() Version {
 // Entries returns the cached state of every node, sorted by name, and the
 // store revision it reflects.
 func (c *Cache) Entries() ([]Entry, int64) {
+	return c.AppendEntries(nil)
+}
+
+// AppendEntries is Entries appended to dst (sorted among themselves), for a
+// caller that reuses one slice: a health pass lists all 100,000 nodes every
+// few seconds.
+func (c *Cache) AppendEntries(dst []Entry) ([]Entry, int64) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	// A health pass lists all 100,000 nodes every few seconds: the kinds'
-	// maps are looked up once, not per node, and the sort is the typed one.
+	// The kinds' maps are looked up once, not per node, and the sort is the
+	// typed one.
 	ks := c.kindsLocked()
-	out := make([]Entry, 0, len(c.merged))
+	out := slices.Grow(dst, len(c.merged))
 	for name, n := range c.merged {
 		out = append(out, ks.entry(name, n))
 	}
-	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out[len(dst):], func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
 	return out, c.rev
 }
 

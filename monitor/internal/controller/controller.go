@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -97,6 +98,9 @@ type pendingHealth struct {
 
 // Controller runs the lifecycle rules.
 type Controller struct {
+	// passEntries is Pass's list of every node, reused pass after pass.
+	passEntries []cache.Entry
+
 	cfg   Config
 	store nodestore.Store
 	cache *cache.Cache
@@ -458,7 +462,11 @@ func (c *Controller) Pass(ctx context.Context) error {
 		c.m.paused.Set(0)
 	}
 
-	entries, cacheRev := c.cache.Entries()
+	// One slice for every pass (only Run calls Pass), emptied at the end so
+	// it holds no node after the pass.
+	entries, cacheRev := c.cache.AppendEntries(c.passEntries[:0])
+	c.passEntries = entries
+	defer clear(c.passEntries)
 	seen := make(map[string]bool, len(entries))
 	zones := map[string][]string{}
 	plan := map[string]*healthWrite{}
@@ -552,7 +560,7 @@ func (c *Controller) NodeUpdates(ctx context.Context, cursor cache.Version) (cac
 			continue
 		}
 		v := c.viewLocked(e, cacheRev)
-		h := cloneHealth(v.health, name)
+		h := workingHealth(v.health, name)
 		desired := lifecycle.DesiredNoScheduleTaints(v.Node.GetStatus().GetConditions(), v.Meta.GetSpec().GetUnschedulable())
 		var changed bool
 		if h.Taints, changed = lifecycle.ReconcileNoSchedule(h.Taints, v.Meta.GetSpec().GetTaints(), desired); !changed {
@@ -573,8 +581,9 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 	name := v.Name
 	stored := v.health
 	labels := v.Node.GetMetadata().GetLabels()
-	zone := lifecycle.ZoneKey(labels)
-	if old, ok := c.known[name]; !ok {
+	old, ok := c.known[name]
+	zone := lifecycle.ZoneKeyReusing(labels, old)
+	if !ok {
 		c.lg.Info("new node", zap.String("node", name), zap.String("zone", lifecycle.ZoneName(zone)))
 		c.eventLocked(now, name, v.Node.GetMetadata().GetUid(), "Normal", "RegisteredNode", fmt.Sprintf("Registered Node %s in Controller", name))
 		c.known[name] = zone
@@ -627,7 +636,7 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 		*stale++
 	}
 
-	h := cloneHealth(v.health, name)
+	h := workingHealth(v.health, name)
 	if res.Changed {
 		h.ConditionOverrides = res.Overrides
 		if res.Recovered {
@@ -676,8 +685,9 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 				q.Remove(name)
 			}
 			if q.Add(name, v.Node.GetMetadata().GetUid(), now) {
-				c.lg.Debug("node not ready; queued for a NoExecute taint", zap.String("node", name),
-					zap.String("ready", res.Observed.GetStatus()), zap.String("zone", lifecycle.ZoneName(zone)))
+				if ce := c.lg.Check(zap.DebugLevel, "node not ready; queued for a NoExecute taint"); ce != nil {
+					ce.Write(zap.String("node", name), zap.String("ready", res.Observed.GetStatus()), zap.String("zone", lifecycle.ZoneName(zone)))
+				}
 			}
 		case lifecycle.MarkReachable:
 			h.Taints, _ = lifecycle.SwapTaints(now, h.Taints, nil, []*nodev1.Taint{lifecycle.NotReadyNoExecute, lifecycle.UnreachableNoExecute})
@@ -707,17 +717,26 @@ func orMissing(s string) string {
 }
 
 func (c *Controller) removeNoExecuteLocked(now time.Time, v view) (*nodev1.NodeHealth, bool) {
-	h := cloneHealth(v.health, v.Name)
+	h := workingHealth(v.health, v.Name)
 	var changed bool
 	h.Taints, changed = lifecycle.SwapTaints(now, h.Taints, nil, []*nodev1.Taint{lifecycle.NotReadyNoExecute, lifecycle.UnreachableNoExecute})
 	return h, changed
 }
 
-func cloneHealth(h *nodev1.NodeHealth, name string) *nodev1.NodeHealth {
+// workingHealth is the record a decision starts from: a new top-level
+// message over the stored record's fields. Every decision step replaces the
+// slices and messages it changes (ReconcileNoSchedule and SwapTaints build
+// new taint slices, overrides and the recovery time are assigned whole) and
+// never modifies them in place, so the stored record's parts are shared,
+// not cloned: a pass looks at every node every few seconds and leaves almost
+// all of them as they are, and deep copies of 100,000 records a pass were
+// the biggest part of the leader's garbage (docs/benchmarks.md, session 12).
+func workingHealth(h *nodev1.NodeHealth, name string) *nodev1.NodeHealth {
 	if h == nil {
 		return &nodev1.NodeHealth{NodeName: name}
 	}
-	return proto.CloneOf(h)
+	return &nodev1.NodeHealth{NodeName: h.GetNodeName(), ConditionOverrides: h.GetConditionOverrides(), Taints: h.GetTaints(),
+		RecoveryTime: h.GetRecoveryTime(), UpdateTime: h.GetUpdateTime(), Leader: h.GetLeader()}
 }
 
 // healthEmpty: a record that says nothing, the same as no record.
@@ -725,14 +744,18 @@ func healthEmpty(h *nodev1.NodeHealth) bool {
 	return len(h.GetConditionOverrides()) == 0 && len(h.GetTaints()) == 0 && h.GetRecoveryTime() == nil
 }
 
-// healthEqual compares what matters of two records (not who wrote them when).
+// healthEqual compares what matters of two records (not who wrote them
+// when), field by field: it runs for every node on every pass.
 func healthEqual(a, b *nodev1.NodeHealth) bool {
 	if b == nil {
 		return healthEmpty(a)
 	}
-	return proto.Equal(&nodev1.NodeHealth{ConditionOverrides: a.GetConditionOverrides(), Taints: a.GetTaints(), RecoveryTime: a.GetRecoveryTime()},
-		&nodev1.NodeHealth{ConditionOverrides: b.GetConditionOverrides(), Taints: b.GetTaints(), RecoveryTime: b.GetRecoveryTime()})
+	return slices.EqualFunc(a.GetConditionOverrides(), b.GetConditionOverrides(), equalMsg[*nodev1.NodeCondition]) &&
+		slices.EqualFunc(a.GetTaints(), b.GetTaints(), equalMsg[*nodev1.Taint]) &&
+		proto.Equal(a.GetRecoveryTime(), b.GetRecoveryTime())
 }
+
+func equalMsg[M proto.Message](x, y M) bool { return proto.Equal(x, y) }
 
 // writeHealthLocked stores decided health records: one op per node, each
 // fenced by the leader key and conditional on the record the decision was
@@ -888,7 +911,7 @@ func (c *Controller) TaintPass(ctx context.Context) error {
 			if qt.Retry > 0 {
 				return false, qt.Retry
 			}
-			h := cloneHealth(v.health, it.Name)
+			h := workingHealth(v.health, it.Name)
 			var changed bool
 			h.Taints, changed = lifecycle.SwapTaints(now, h.Taints, []*nodev1.Taint{qt.Add}, []*nodev1.Taint{qt.Remove})
 			if !changed {

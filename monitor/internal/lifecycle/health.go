@@ -258,8 +258,14 @@ func Evaluate(cfg Config, now time.Time, rec *Record, in Input) Result {
 	if in.Paused || !now.After(rec.Deadline(res.Grace)) {
 		return res
 	}
+	// Upstream writes only when Ready itself changed, and a Ready that is
+	// Unknown already stays as it is: skip building the overrides, which
+	// every pass did again for every node already marked (10% of the fleet
+	// after a mass failure).
+	if ready.GetStatus() == nodemodel.Unknown {
+		return res
+	}
 	overrides, current := markUnknown(now, node, in.Overrides)
-	// Upstream writes only when Ready itself changed.
 	if proto.Equal(current, ready) {
 		return res
 	}

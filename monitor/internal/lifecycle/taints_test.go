@@ -139,3 +139,20 @@ func TestIsControllerManaged(t *testing.T) {
 		}
 	}
 }
+
+// The health pass shares the stored record's taint slice with the record it
+// decides on (controller.workingHealth): the taint helpers must build new
+// slices, never write into the one they are given, even when it has room.
+func TestTaintHelpersNeverWriteIntoTheirInput(t *testing.T) {
+	user := &nodev1.Taint{Key: "dedicated", Effect: nodemodel.NoSchedule}
+	stored := append(make([]*nodev1.Taint, 0, 8), user, &nodev1.Taint{Key: nodemodel.TaintUnreachable, Effect: nodemodel.NoExecute})
+	before := slices.Clone(stored[:cap(stored)])
+	_, _ = SwapTaints(t0, stored, []*nodev1.Taint{NotReadyNoExecute}, []*nodev1.Taint{UnreachableNoExecute})
+	_, _ = ReconcileNoSchedule(stored, nil, []*nodev1.Taint{{Key: nodemodel.TaintNotReady, Effect: nodemodel.NoSchedule}})
+	if !slices.Equal(stored[:cap(stored)], before) {
+		t.Fatalf("the input's array changed: %v, was %v", keys(stored[:cap(stored)]), keys(before))
+	}
+	if user.TimeAdded != nil || stored[1].TimeAdded != nil {
+		t.Fatal("an input taint was modified")
+	}
+}

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"sort"
+	"strings"
 
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
@@ -25,6 +26,13 @@ var ZoneStates = []ZoneState{ZoneInitial, ZoneNormal, ZonePartialDisruption, Zon
 // ZoneKey is region + "\x00" + zone from the legacy failure-domain labels,
 // falling back to the topology labels; "" when the node has neither.
 func ZoneKey(labels map[string]string) string {
+	return ZoneKeyReusing(labels, "")
+}
+
+// ZoneKeyReusing is ZoneKey, returning prev itself when it is the key, so
+// the health pass, which asks for every node's key every few seconds, does
+// not build 100,000 equal strings each time.
+func ZoneKeyReusing(labels map[string]string, prev string) string {
 	region, zone := labels[nodemodel.LabelRegionLegacy], labels[nodemodel.LabelZoneLegacy]
 	if region == "" {
 		region = labels[nodemodel.LabelRegion]
@@ -34,6 +42,10 @@ func ZoneKey(labels map[string]string) string {
 	}
 	if region == "" && zone == "" {
 		return ""
+	}
+	if len(prev) == len(region)+len(zoneSeparator)+len(zone) && strings.HasPrefix(prev, region) &&
+		prev[len(region):len(region)+len(zoneSeparator)] == zoneSeparator && strings.HasSuffix(prev, zone) {
+		return prev
 	}
 	return region + zoneSeparator + zone
 }

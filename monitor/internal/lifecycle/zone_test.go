@@ -4,6 +4,7 @@ import (
 	"maps"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
@@ -194,5 +195,25 @@ func TestSwapLimiterCarriesDebt(t *testing.T) {
 	q.Try(t0.Add(2*time.Second), func(QueueItem) (bool, time.Duration) { n++; return true, 0 })
 	if n != 2 {
 		t.Fatalf("new rate not applied: %d", n)
+	}
+}
+
+// ZoneKeyReusing hands back the previous key itself when it still holds,
+// and a new one when the labels moved the node.
+func TestZoneKeyReusing(t *testing.T) {
+	labels := map[string]string{nodemodel.LabelRegion: "r", nodemodel.LabelZone: "a"}
+	prev := ZoneKey(labels)
+	if got := ZoneKeyReusing(labels, prev); got != prev || unsafe.StringData(got) != unsafe.StringData(prev) {
+		t.Errorf("same labels: got a new string %q", got)
+	}
+	for _, moved := range []map[string]string{
+		{nodemodel.LabelRegion: "r", nodemodel.LabelZone: "b"},
+		{nodemodel.LabelRegion: "ra", nodemodel.LabelZone: ""},
+		{nodemodel.LabelRegion: "", nodemodel.LabelZone: "ra"},
+		nil,
+	} {
+		if got, want := ZoneKeyReusing(moved, prev), ZoneKey(moved); got != want {
+			t.Errorf("ZoneKeyReusing(%v, %q) = %q, want %q", moved, prev, got, want)
+		}
 	}
 }
