@@ -49,22 +49,11 @@ var testDesc = grpc.ServiceDesc{
 // "finished call" line, not even for an error; every other method keeps it.
 func TestUnloggedMethodsSkipCallLogs(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
-	cfg := Config{ListenAddress: "127.0.0.1:0", TLS: tlsconfig.Config{Insecure: true}, MaxRecvMsgSize: 1 << 20,
-		MaxConcurrentStreams: 100, KeepaliveTime: time.Minute, KeepaliveTimeout: time.Minute, MinClientPingInterval: time.Second,
-		DrainTimeout: time.Second}
-	s, err := New(cfg, zap.New(core), nil, Options{Unlogged: []string{"/test.Svc/Quiet"}})
+	s, err := New(testConfig(), zap.New(core), nil, Options{Unlogged: []string{"/test.Svc/Quiet"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.RegisterService(&testDesc, struct{}{})
-	go func() { _ = s.Serve(s.ln) }()
-	defer s.Stop()
-
-	cc, err := grpc.NewClient(s.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := serve(t, s, &testDesc)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, m := range []string{"/test.Svc/Quiet", "/test.Svc/Logged"} {
@@ -163,6 +152,21 @@ func TestLongLivedStreamsCountCallsNotMessages(t *testing.T) {
 	}
 }
 
+// serve registers desc on s, serves it until the test ends, and returns a
+// client connection to it.
+func serve(t *testing.T, s *Server, desc *grpc.ServiceDesc) *grpc.ClientConn {
+	t.Helper()
+	s.RegisterService(desc, struct{}{})
+	go func() { _ = s.Serve(s.ln) }()
+	t.Cleanup(s.Stop)
+	cc, err := grpc.NewClient(s.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
 func testConfig() Config {
 	return Config{ListenAddress: "127.0.0.1:0", TLS: tlsconfig.Config{Insecure: true}, MaxRecvMsgSize: 1 << 20,
 		MaxConcurrentStreams: 100, KeepaliveTime: time.Minute, KeepaliveTimeout: time.Minute, MinClientPingInterval: time.Second,
@@ -223,14 +227,7 @@ func TestLongLivedStreamsShortChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.RegisterService(streamDesc(h), struct{}{})
-	go func() { _ = s.Serve(s.ln) }()
-	defer s.Stop()
-	cc, err := grpc.NewClient(s.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := serve(t, s, streamDesc(h))
 	call := func(method string, md ...string) error {
 		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), md...), 5*time.Second)
 		defer cancel()
