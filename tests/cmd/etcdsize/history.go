@@ -3,8 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -89,11 +90,7 @@ func tallyHistory(db *bolt.DB, prefix string) (map[string]*hist, int64, error) {
 }
 
 func printHistory(kinds map[string]*hist) {
-	names := make([]string, 0, len(kinds))
-	for k := range kinds {
-		names = append(names, k)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(kinds))
 	var sum hist
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "kind\tputs\tdeletes\tkey B\tvalue B\tavg value B\trecords MB\t\n")

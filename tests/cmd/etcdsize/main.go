@@ -33,9 +33,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -264,11 +265,7 @@ func census(ctx context.Context, cli *clientv3.Client, prefix string) (int64, er
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-	names := make([]string, 0, len(kinds))
-	for k := range kinds {
-		names = append(names, k)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(kinds))
 	var sum tally
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "kind\tkeys\tkey B\tvalue B\tavg value B\tmax value B\tkey+value MB\tversions/key\tcompressed\tcodec B\tcodec key+value MB\tdeflated value B\twith dictionary\t\n")
