@@ -16,17 +16,29 @@ import (
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 )
 
-// ingestGoroutines counts goroutines running ingest code.
-func ingestGoroutines() int {
+// streamGoroutines counts the goroutines of Report streams: handlers (in
+// Server.Report), and helpers, any goroutine running per-stream ingest
+// code beside a handler (status writer, command sender, reader, ender).
+// It names them rather than counting every goroutine with ingest code on
+// its stack, which the harness's own goroutines and a broadcast's workers
+// also have. dump is the goroutines counted, for a failure message.
+func streamGoroutines() (handlers, helpers int, dump string) {
 	var b strings.Builder
 	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
-	n := 0
+	var counted []string
 	for _, g := range strings.Split(b.String(), "\n\n") {
-		if strings.Contains(g, "collector/internal/ingest.") {
-			n++
+		switch {
+		case strings.Contains(g, "ingest.(*Server).Report("):
+			handlers++
+		case strings.Contains(g, "ingest.(*Server).writeStatuses("), strings.Contains(g, "ingest.(*stream).sendQueued("),
+			strings.Contains(g, "ingest.(*stream).endFromServer("), strings.Contains(g, "ingest.(*Server).serveWithReader"):
+			helpers++
+		default:
+			continue
 		}
+		counted = append(counted, g)
 	}
-	return n
+	return handlers, helpers, strings.Join(counted, "\n\n")
 }
 
 // An idle attached stream costs one goroutine (its handler, in Recv): no
@@ -35,7 +47,6 @@ func TestIdleStreamIsOneGoroutine(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	base := ingestGoroutines()
 	const k = 20
 	now := time.Now()
 	for i := range k {
@@ -43,7 +54,17 @@ func TestIdleStreamIsOneGoroutine(t *testing.T) {
 		c.do(lease(2, now))
 		c.do(statusMsg(3, now, "True"))
 	}
-	waitFor(t, func() bool { return ingestGoroutines()-base == k })
+	// A status writer ends right after its ack went out: wait for it.
+	var handlers, helpers int
+	var dump string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if handlers, helpers, dump = streamGoroutines(); handlers == k && helpers == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle streams: %d handler and %d helper goroutines after 30s, want %d and 0:\n%s", k, handlers, helpers, k, dump)
+		}
+	}
 	if n := h.srv.inline.Load(); n != k {
 		t.Fatalf("%d of %d streams served inline: grpc-go's transport stream no longer offers WriteStatus?", n, k)
 	}
