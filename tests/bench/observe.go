@@ -44,6 +44,12 @@ type UnknownEvent struct {
 	// the feed (0: never), which tells a reporter the collector kept
 	// refusing from one it never heard from.
 	SinceWaiting time.Duration
+	// MarkedAt: the served Ready condition's lastTransitionTime, the
+	// monitor's clock when it marked the node (zero when absent). On one
+	// host it splits a detection into the monitor's judgement and the way
+	// from its mark to this observer (health write, etcd watch, cache,
+	// WatchNodes).
+	MarkedAt time.Time
 }
 
 // Observer follows the collector's liveness feed and the monitor's node
@@ -198,6 +204,17 @@ func (o *Observer) WatchNodes(ctx context.Context, addr string) {
 	}
 }
 
+// readyTransition is the Ready condition's lastTransitionTime (zero when
+// there is none).
+func readyTransition(n *nodev1.Node) time.Time {
+	for _, c := range n.GetStatus().GetConditions() {
+		if c.GetType() == "Ready" && c.GetLastTransitionTime() != nil {
+			return c.GetLastTransitionTime().AsTime()
+		}
+	}
+	return time.Time{}
+}
+
 func readyOf(n *nodev1.Node) uint8 {
 	for _, c := range n.GetStatus().GetConditions() {
 		if c.GetType() == "Ready" {
@@ -245,7 +262,7 @@ func (o *Observer) nodeEvent(m *nodev1.WatchNodesResponse, now time.Time) {
 	o.count(st, +1)
 	if st == stUnknown {
 		n.unknownAt = now.UnixNano()
-		ev := UnknownEvent{Name: name, At: now}
+		ev := UnknownEvent{Name: name, At: now, MarkedAt: readyTransition(m.GetNode())}
 		if n.lastRenew > 0 {
 			ev.SinceRenew = time.Duration(now.UnixNano() - n.lastRenew)
 		}

@@ -92,6 +92,10 @@ type Detection struct {
 	PastGrace  Summary `json:"pastGraceSeconds"`  // Unknown seen − (last renewal seen + grace)
 	SinceKill  Summary `json:"sinceKillSeconds"`  // Unknown seen − SIGKILL
 	WithinGoal int     `json:"withinGracePlus2s"` // killed nodes Unknown within grace + 2 s of their last renewal
+	// The split of PastGrace, from the served Ready condition's
+	// lastTransitionTime (the monitor's clock at its mark; same host):
+	MarkedPastGrace Summary `json:"markedPastGraceSeconds"` // mark − (last renewal seen + grace)
+	SeenAfterMark   Summary `json:"seenAfterMarkSeconds"`   // Unknown seen − mark
 }
 
 // RestartResult of the collector restart stage.

@@ -837,7 +837,7 @@ func (r *runner) killStage(ctx context.Context, kill int, core []string) error {
 	k1 := r.takeSnap(ctx)
 	s := r.addStage("kill", "nodepulse", c.Nodes-kill, k0, k1, nil)
 	d := &Detection{Killed: kill}
-	var past, since []float64
+	var past, since, marked, seen []float64
 	for _, e := range r.obs.UnknownEvents(from) {
 		if !strings.HasPrefix(e.Name, killPrefix) {
 			continue
@@ -849,15 +849,21 @@ func (r *runner) killStage(ctx context.Context, kill int, core []string) error {
 		if p <= 2 {
 			d.WithinGoal++
 		}
+		if !e.MarkedAt.IsZero() {
+			toMark := e.At.Sub(e.MarkedAt).Seconds()
+			marked, seen = append(marked, p-toMark), append(seen, toMark)
+		}
 	}
 	d.PastGrace, d.SinceKill = Summarize(past), Summarize(since)
+	d.MarkedPastGrace, d.SeenAfterMark = Summarize(marked), Summarize(seen)
 	s.Detection = d
 	s.FalseUnknown, s.FalseUnknownSamples = r.falseUnknowns(from, "")
 	if !ok {
 		r.problem("kill: only %d of %d killed nodes turned Unknown within grace + %s", d.Detected, kill, c.KillWait)
 	}
-	r.logf("kill: %d/%d Unknown, past grace median %s max %s; false Unknown %d", d.Detected, kill,
-		fdur(d.PastGrace.Median), fdur(d.PastGrace.Max), s.FalseUnknown)
+	r.logf("kill: %d/%d Unknown, past grace median %s max %s (marked by the monitor: median %s max %s past grace; seen here: median %s max %s after the mark); false Unknown %d",
+		d.Detected, kill, fdur(d.PastGrace.Median), fdur(d.PastGrace.Max), fdur(d.MarkedPastGrace.Median), fdur(d.MarkedPastGrace.Max),
+		fdur(d.SeenAfterMark.Median), fdur(d.SeenAfterMark.Max), s.FalseUnknown)
 	return nil
 }
 
