@@ -400,7 +400,7 @@ func (st *stream) endFromServer() {
 	switch cause := st.endCause(); {
 	case errors.Is(cause, errSuperseded), errors.Is(cause, errDrained), errors.Is(cause, errRegisterTimeout):
 	default:
-		return
+		return // the client or the connection ended it: Recv returns by itself
 	}
 	st.close()
 	_ = st.w.WriteStatus(status.Convert(st.s.streamEnd(st, nil)))
