@@ -31,6 +31,7 @@ import (
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	"github.com/nodepulse/nodepulse/services/admin"
 	"github.com/nodepulse/nodepulse/services/flagenv"
+	"github.com/nodepulse/nodepulse/services/gctarget"
 	"github.com/nodepulse/nodepulse/services/grpcserver"
 	"github.com/nodepulse/nodepulse/services/identity"
 	"github.com/nodepulse/nodepulse/services/logging"
@@ -579,13 +580,7 @@ func Main(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() { _ = lg.Sync() }()
-	gcBase := 0 // the target Main set, which the backlog boost returns to
-	if gogc := os.Getenv("GOGC"); gogc != "" {
-		lg.Info("GC target from the GOGC environment variable", zap.String("GOGC", gogc))
-	} else if cfg.GCPercent > 0 {
-		debug.SetGCPercent(cfg.GCPercent)
-		gcBase = cfg.GCPercent
-	}
+	gcBase := gctarget.Apply(lg, cfg.GCPercent) // the backlog boost returns to it
 	logging.RedirectGRPC(lg)
 	reg := admin.NewRegistry()
 	a, err := New(cfg, lg, reg)

@@ -30,6 +30,7 @@ import (
 	"github.com/nodepulse/nodepulse/monitor/internal/liveness"
 	"github.com/nodepulse/nodepulse/services/admin"
 	"github.com/nodepulse/nodepulse/services/flagenv"
+	"github.com/nodepulse/nodepulse/services/gctarget"
 	"github.com/nodepulse/nodepulse/services/grpcclient"
 	"github.com/nodepulse/nodepulse/services/grpcserver"
 	"github.com/nodepulse/nodepulse/services/logging"
@@ -93,6 +94,9 @@ type Config struct {
 	OperatorToken string
 	// ShutdownTimeout bounds the stop sequence.
 	ShutdownTimeout time.Duration
+	// GCPercent is the Go GC target Main runs the process with, unless GOGC
+	// is set (0: Go's default).
+	GCPercent int
 
 	// Store, when set, is used instead of connecting to --etcd.endpoints
 	// (tests). The monitor does not close it.
@@ -140,6 +144,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.CompactionInterval, "etcd.compaction-interval", 5*time.Minute, "the leader compacts etcd's history to the revision of one interval ago, every interval, as kube-apiserver does; 0 disables it (run etcd with --auto-compaction-mode/--auto-compaction-retention then)")
 	fs.StringVar(&c.OperatorToken, "auth.operator-token", "", "plaintext mode only: bearer token required for changes (cordon, taint, delete); without it anyone may change nodes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "upper bound of the whole shutdown sequence")
+	fs.IntVar(&c.GCPercent, "runtime.gc-percent", 200, "Go GC target percentage for this process when the GOGC environment variable is not set (0: Go's default, 100). The monitor caches every node; at 100,000 nodes a collection cycle marks ~0.7 GB and slows health passes and watches for seconds while it runs. 200 makes cycles half as frequent as Go's default, for ~1.5x the memory")
 }
 
 // Validate checks the combination of settings.
@@ -370,6 +375,7 @@ func Main(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() { _ = lg.Sync() }()
+	gctarget.Apply(lg, cfg.GCPercent)
 	logging.RedirectGRPC(lg)
 	reg := admin.NewRegistry()
 	a, err := New(cfg, lg, reg)

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"runtime/debug"
 	"time"
 
 	"go.uber.org/zap"
@@ -18,6 +17,7 @@ import (
 	"github.com/nodepulse/nodepulse/reporter/internal/simulate"
 	"github.com/nodepulse/nodepulse/services/admin"
 	"github.com/nodepulse/nodepulse/services/flagenv"
+	"github.com/nodepulse/nodepulse/services/gctarget"
 	"github.com/nodepulse/nodepulse/services/logging"
 	"github.com/nodepulse/nodepulse/services/run"
 )
@@ -101,11 +101,7 @@ func simulateMain(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() { _ = lg.Sync() }()
-	if gogc := os.Getenv("GOGC"); gogc != "" {
-		lg.Info("GC target from the GOGC environment variable", zap.String("GOGC", gogc))
-	} else if cfg.GCPercent > 0 {
-		debug.SetGCPercent(cfg.GCPercent)
-	}
+	gctarget.Apply(lg, cfg.GCPercent)
 	logging.RedirectGRPC(lg)
 	return RunSimulation(ctx, cfg, lg)
 }
