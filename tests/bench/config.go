@@ -103,7 +103,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Grace, "grace", 40*time.Second, "monitor --node-monitor-grace-period")
 	fs.DurationVar(&c.MonitorPeriod, "monitor-period", 5*time.Second, "monitor --node-monitor-period")
 	fs.IntVar(&c.LeaseSeconds, "lease-seconds", 40, "lease duration; nodes renew every quarter of it")
-	fs.DurationVar(&c.Checkpoint, "checkpoint-interval", 5*time.Minute, "collector --lease.checkpoint-interval")
+	fs.DurationVar(&c.Checkpoint, "checkpoint-interval", 0, "collector --lease.checkpoint-interval (0: the collector's default)")
 	fs.DurationVar(&c.KillWait, "kill-wait", 20*time.Second, "after the kill, wait at most grace + this for every killed node to turn Unknown")
 	fs.DurationVar(&c.RestartWait, "restart-wait", 10*time.Second, "after a collector restart, watch for Unknowns until grace + this")
 	fs.DurationVar(&c.RestartDrain, "restart-drain-window", time.Second, "collector --drain.reconnect-window (its --grpc.drain-timeout is this + 2 s); 0: the collector's defaults (5 s, 10 s), as in a multi-replica rolling restart")

@@ -586,7 +586,10 @@ func (r *runner) collectorArgs() []string {
 	c := r.cfg
 	args := []string{"--grpc.insecure", "--grpc.listen-address=" + r.collAddr, "--admin.listen-address=" + r.collAdmin,
 		"--etcd.endpoints=" + strings.TrimPrefix(r.etcdURL, "http://"), "--max-streams=" + fmt.Sprint(c.Nodes+1000),
-		"--lease.checkpoint-interval=" + c.Checkpoint.String(), "--log.level=" + c.LogLevel}
+		"--log.level=" + c.LogLevel}
+	if c.Checkpoint > 0 {
+		args = append(args, "--lease.checkpoint-interval="+c.Checkpoint.String())
+	}
 	if c.RestartDrain > 0 {
 		// One collector on one port: reporters told to move have nowhere to
 		// go but the next process, so the drain window only delays them

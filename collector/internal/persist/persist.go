@@ -64,7 +64,12 @@ type Config struct {
 	// CheckpointInterval: each attached node's lease is written once per
 	// interval at a per-node phase (and at attach when the stored copy would
 	// go stale before that phase, see Attach). It is the documented
-	// staleness bound of leases/ in etcd.
+	// staleness bound of leases/ in etcd. It also sets how much history the
+	// leases leave in etcd's database: with the monitor compacting every
+	// 5 minutes to the revision of 5 minutes before, etcd holds 5-10
+	// minutes of history, so a 5-minute interval kept up to two superseded
+	// copies of every lease and a 10-minute one keeps one (~16 MB of file
+	// per 100,000 nodes each; docs/benchmarks.md, session 13).
 	CheckpointInterval time.Duration
 	// CheckpointTxnPerSecond caps checkpoint Txns, so an attach storm of
 	// 100,000 nodes spreads over tens of seconds instead of hitting etcd at
@@ -106,7 +111,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		CommitWindow:           5 * time.Millisecond,
-		CheckpointInterval:     5 * time.Minute,
+		CheckpointInterval:     10 * time.Minute,
 		CheckpointTxnPerSecond: 25,
 		QueueSize:              10000,
 		RegisterQueueSize:      100000,

@@ -86,7 +86,7 @@ func simulate(tb testing.TB, n int, interval, renew, window time.Duration) (txns
 
 // TestSteadyStateWithinEtcdBudget checks the design goal of
 // docs/architecture.md "Collector write path" at full scale: 100,000 nodes
-// renewing every 10s with the default 5m checkpoint interval stay within 50
+// renewing every 10s with the default checkpoint interval stay within 50
 // Txn/s and 100 KB/s of etcd writes. It counts operations, not time, so it is
 // stable on a loaded machine.
 func TestSteadyStateWithinEtcdBudget(t *testing.T) {
@@ -98,7 +98,8 @@ func TestSteadyStateWithinEtcdBudget(t *testing.T) {
 	// to have advanced since the last one, so the write pattern is the same
 	// and the simulation three times cheaper.
 	window := 2 * time.Minute
-	txns, keys, bytes := simulate(t, n, 5*time.Minute, 30*time.Second, window)
+	interval := DefaultConfig().CheckpointInterval
+	txns, keys, bytes := simulate(t, n, interval, 30*time.Second, window)
 	secs := window.Seconds()
 	t.Logf("100,000 nodes, steady state: %.1f Txn/s, %.0f keys/s, %.1f KB/s, %.0f B/key, %.0f keys/Txn",
 		float64(txns)/secs, float64(keys)/secs, float64(bytes)/secs/1000, float64(bytes)/float64(keys), float64(keys)/float64(txns))
@@ -109,17 +110,19 @@ func TestSteadyStateWithinEtcdBudget(t *testing.T) {
 		t.Errorf("%.1f KB/s exceeds the budget of 100", kbps)
 	}
 	// Every node is checkpointed once per interval, no more.
-	if want := float64(n) * window.Seconds() / (5 * time.Minute).Seconds(); float64(keys) > want*1.01 {
+	if want := float64(n) * window.Seconds() / interval.Seconds(); float64(keys) > want*1.01 {
 		t.Errorf("%d lease writes in %s for %d nodes, want about %.0f", keys, window, n, want)
 	}
 }
 
 // BenchmarkSteadyState1000Nodes reports etcd writes per 1,000 nodes per
-// second in steady state (renewals every 10s, 5m checkpoints).
+// second in steady state (renewals every 10s, the default checkpoint
+// interval).
 func BenchmarkSteadyState1000Nodes(b *testing.B) {
+	interval := DefaultConfig().CheckpointInterval
 	for range b.N {
-		window := 5 * time.Minute
-		txns, keys, bytes := simulate(b, 1000, 5*time.Minute, 10*time.Second, window)
+		window := interval
+		txns, keys, bytes := simulate(b, 1000, interval, 10*time.Second, window)
 		b.ReportMetric(float64(txns)/window.Seconds(), "txn/s")
 		b.ReportMetric(float64(keys)/window.Seconds(), "keys/s")
 		b.ReportMetric(float64(bytes)/window.Seconds(), "B/s")
