@@ -160,6 +160,9 @@ func (c *Config) Validate() error {
 	if c.SessionTTL < time.Second {
 		errs = append(errs, fmt.Errorf("--collector.session-ttl (%s) must be at least 1s", c.SessionTTL))
 	}
+	if c.GCPercent < 0 {
+		errs = append(errs, fmt.Errorf("--runtime.gc-percent (%d) must not be negative (to run without a GC target, set GOGC=off with GOMEMLIMIT)", c.GCPercent))
+	}
 	if c.Persist.CheckpointInterval < time.Second {
 		errs = append(errs, fmt.Errorf("--lease.checkpoint-interval (%s) must be at least 1s", c.Persist.CheckpointInterval))
 	}

@@ -48,6 +48,11 @@ func TestValidate(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "drain.reconnect-window") {
 		t.Fatalf("drain window >= drain timeout accepted: %v", err)
 	}
+	cfg = DefaultConfig()
+	cfg.GCPercent = -1 // GC off with no memory limit: unbounded memory
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "runtime.gc-percent") {
+		t.Fatalf("negative GC target accepted: %v", err)
+	}
 }
 
 // A collector registers collectors/<id> with its feed address while it

@@ -157,6 +157,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--default-not-ready-toleration-seconds (%d) and --default-unreachable-toleration-seconds (%d) must not be negative",
 			c.Admission.NotReadySeconds, c.Admission.UnreachableSeconds))
 	}
+	if c.GCPercent < 0 {
+		errs = append(errs, fmt.Errorf("--runtime.gc-percent (%d) must not be negative (to run without a GC target, set GOGC=off with GOMEMLIMIT)", c.GCPercent))
+	}
 	if c.CompactionInterval < 0 {
 		errs = append(errs, fmt.Errorf("--etcd.compaction-interval (%s) must not be negative", c.CompactionInterval))
 	}

@@ -138,6 +138,8 @@ func TestMainHelpAndBadFlags(t *testing.T) {
 		{"--node-ip", "not-an-ip"},
 		{"--node-lease-duration-seconds", "0", "--collector.insecure", "--admin.listen-address="},
 		{"stray"},
+		// GC off needs a memory limit, or the simulator's heap is unbounded.
+		{"simulate", "--runtime.gc-percent=-1", "--nodes=1", "--admin.listen-address="},
 	} {
 		err := Main(t.Context(), append(args, "--log.level=error"))
 		if err == nil {

@@ -51,8 +51,12 @@ type SimulateConfig struct {
 	Admin          admin.Config
 	Log            logging.Config
 	// GCPercent is the Go GC target of the simulator process when the GOGC
-	// environment variable is not set (0 keeps Go's default).
+	// environment variable is not set (0 keeps Go's default, negative turns
+	// it off and needs MemoryLimitMiB).
 	GCPercent int
+	// MemoryLimitMiB is the process's soft memory limit unless GOMEMLIMIT
+	// is set (0: none).
+	MemoryLimitMiB int64
 
 	leaseSeconds int
 }
@@ -73,7 +77,8 @@ func (c *SimulateConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&s.LeaveOnExit, "leave-on-exit", d.LeaveOnExit, "send Leaving on every stream when the simulation stops")
 	fs.StringVar(&c.FaultScript, "faults", "", "fault script, lines separated by ';' (see above)")
 	fs.StringVar(&c.FaultFile, "fault-file", "", "file with one fault per line")
-	fs.IntVar(&c.GCPercent, "runtime.gc-percent", 400, "Go GC target percentage of the simulator when the GOGC environment variable is not set (0: Go's default, 100). A load generator's garbage collections delay its own sends and the reading of acks: at 100,000 virtual nodes each cycle at a target of 100 stalled them for 1-4 s every 35-70 s, which a benchmark then reports as the collector's latency and as a burst in the offered load; 400 collects about a quarter as often, for ~4x the heap")
+	fs.IntVar(&c.GCPercent, "runtime.gc-percent", 400, "Go GC target percentage of the simulator when the GOGC environment variable is not set (0: Go's default, 100). A load generator's garbage collections delay its own sends and the reading of acks: at 100,000 virtual nodes each cycle at a target of 100 stalled them for 1-4 s every 35-70 s, which a benchmark then reports as the collector's latency and as a burst in the offered load; 400 collects about a quarter as often, for ~4x the heap. Negative: off, collect only near --runtime.memory-limit-mib (which it then requires); Go's collection forced every two minutes is skipped too, so a benchmark's load generator stops stalling the load it offers")
+	fs.Int64Var(&c.MemoryLimitMiB, "runtime.memory-limit-mib", 0, "soft memory limit of the simulator process in MiB when the GOMEMLIMIT environment variable is not set (0: none); with --runtime.gc-percent=-1 the process collects only when it gets near it")
 	fs.StringVar(&c.ControlAddress, "control.listen-address", "", "HTTP address of the control API (POST /faults, GET /stats); empty disables it")
 	s.Collector = DefaultConfig().Collector
 	s.Collector.RegisterFlags(fs, "collector", s.Collector.Addresses, "collector addresses")
@@ -101,6 +106,10 @@ func simulateMain(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() { _ = lg.Sync() }()
+	limited := gctarget.SetMemoryLimit(lg, cfg.MemoryLimitMiB)
+	if cfg.GCPercent < 0 && !limited {
+		return errors.New("--runtime.gc-percent is negative (GC off) but there is no memory limit: set --runtime.memory-limit-mib or GOMEMLIMIT")
+	}
 	gctarget.Apply(lg, cfg.GCPercent)
 	logging.RedirectGRPC(lg)
 	return RunSimulation(ctx, cfg, lg)

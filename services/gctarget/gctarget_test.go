@@ -16,13 +16,37 @@ func TestApply(t *testing.T) {
 		{"flag applies", 200, "", 200},
 		{"GOGC wins", 200, "50", 0},
 		{"zero keeps Go's default", 0, "", 0},
-		{"negative keeps Go's default", -1, "", 0},
+		{"negative turns it off", -5, "", -1},
+		{"GOGC wins over off", -1, "100", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			set := 0
 			got := apply(zap.NewNop(), c.percent, c.env, func(p int) int { set = p; return 100 })
 			if got != c.want || set != c.want {
 				t.Fatalf("apply(%d, GOGC=%q) = %d, set %d; want %d", c.percent, c.env, got, set, c.want)
+			}
+		})
+	}
+}
+
+func TestSetMemoryLimit(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		mib     int64
+		env     string
+		want    bool
+		wantSet int64
+	}{
+		{"flag applies", 6144, "", true, 6144 << 20},
+		{"GOMEMLIMIT wins", 6144, "2GiB", true, 0},
+		{"GOMEMLIMIT alone is a limit", 0, "2GiB", true, 0},
+		{"zero: no limit", 0, "", false, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var set int64
+			got := setMemoryLimit(zap.NewNop(), c.mib, c.env, func(b int64) int64 { set = b; return 0 })
+			if got != c.want || set != c.wantSet {
+				t.Fatalf("setMemoryLimit(%d, GOMEMLIMIT=%q) = %v, set %d; want %v, %d", c.mib, c.env, got, set, c.want, c.wantSet)
 			}
 		})
 	}

@@ -277,6 +277,26 @@ func TestConfigSteps(t *testing.T) {
 	}
 }
 
+// The simulators share the memory limit under which they run with GC off
+// by node count, never below 512 MiB each; negative keeps their default.
+func TestSimMemoryLimit(t *testing.T) {
+	c := Config{Nodes: 100000, SimMemoryLimitMiB: 8192}
+	if got := c.simMemoryLimitMiB(90000); got != 7372 {
+		t.Errorf("90,000 of 100,000 nodes: %d MiB, want 7372", got)
+	}
+	if got := c.simMemoryLimitMiB(1000); got != 512 {
+		t.Errorf("1,000 of 100,000 nodes: %d MiB, want the 512 floor", got)
+	}
+	c.SimMemoryLimitMiB = -1
+	if got := c.simMemoryLimitMiB(90000); got != 0 {
+		t.Errorf("negative: %d MiB, want 0 (the simulator's default)", got)
+	}
+	c.SimMemoryLimitMiB = 0
+	if got := c.simMemoryLimitMiB(100000); got < 512 {
+		t.Errorf("auto: %d MiB, want a quarter of the machine", got)
+	}
+}
+
 // TestRestartDrainWindow: the collector gets the short drain window the
 // restart stage is documented with, and 0 leaves the collector's defaults.
 func TestRestartDrainWindow(t *testing.T) {

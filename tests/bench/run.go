@@ -674,9 +674,13 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	rampLive, rampKill := c.RampRate*float64(live)/float64(c.Nodes), c.RampRate*float64(kill)/float64(c.Nodes)
 	simArgs := func(n, conns int, prefix, admin string, ramp float64) []string {
-		return []string{"simulate", "--nodes=" + fmt.Sprint(n), "--connections=" + fmt.Sprint(conns), "--name-prefix=" + prefix,
+		args := []string{"simulate", "--nodes=" + fmt.Sprint(n), "--connections=" + fmt.Sprint(conns), "--name-prefix=" + prefix,
 			"--ramp-rate=" + fmt.Sprintf("%.1f", ramp), "--node-lease-duration-seconds=" + fmt.Sprint(c.LeaseSeconds),
 			"--collector.addresses=" + r.collAddr, "--collector.insecure", "--admin.listen-address=" + admin, "--log.level=warn"}
+		if mib := c.simMemoryLimitMiB(n); mib > 0 {
+			args = append(args, "--runtime.gc-percent=-1", "--runtime.memory-limit-mib="+fmt.Sprint(mib))
+		}
+		return args
 	}
 	r.mark("ramp")
 	rampStart := r.takeSnap(ctx)
