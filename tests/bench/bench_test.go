@@ -292,8 +292,8 @@ func TestSimMemoryLimit(t *testing.T) {
 		t.Errorf("negative: %d MiB, want 0 (the simulator's default)", got)
 	}
 	c.SimMemoryLimitMiB = 0
-	if got := c.simMemoryLimitMiB(100000); got < 512 {
-		t.Errorf("auto: %d MiB, want a quarter of the machine", got)
+	if got := c.simMemoryLimitMiB(100000); got < 100000*40>>10 {
+		t.Errorf("auto: %d MiB, want a quarter of the machine, at least 40 KiB per node", got)
 	}
 }
 

@@ -130,7 +130,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.WaitLoad, "wait-load", 0, "before starting, wait until the 1-minute load average is below this (0: do not wait)")
 	fs.DurationVar(&c.WaitLoadMax, "wait-load-max", 10*time.Minute, "give up waiting for a low load after this, and run anyway (the report says so)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level of collector and monitor (the simulators log at warn)")
-	fs.Int64Var(&c.SimMemoryLimitMiB, "sim-memory-limit-mib", 0, "the simulators (the load generator) run with Go's GC off, collecting only near a soft memory limit of this many MiB, shared between them by node count (0: a quarter of the machine's memory; negative: the simulator's default GC target, 400). Their collections otherwise stall the load they offer for seconds, and the run reports that as the system's latency: 100,000 virtual nodes in one process are not 100,000 reporters")
+	fs.Int64Var(&c.SimMemoryLimitMiB, "sim-memory-limit-mib", 0, "the simulators (the load generator) run with Go's GC off, collecting only near a soft memory limit of this many MiB, shared between them by node count (0: a quarter of the machine's memory, at least 40 KiB per virtual node; negative: the simulator's default GC target, 400). Their collections otherwise stall the load they offer for seconds, and the run reports that as the system's latency: 100,000 virtual nodes in one process are not 100,000 reporters")
 	fs.IntVar(&c.SimNice, "sim-nice", 0, "scheduling niceness of the simulator processes (-20..19; below 0 needs root or CAP_SYS_NICE, and is skipped with a warning without): a load generator that has to wait for CPU sends its due renewals late and in bursts, and the offered load is then not the flat one the run asks for")
 	fs.StringVar(&c.Title, "title", "", "title of the report (default derived from N and connections)")
 	fs.BoolVar(&c.KeepEtcdData, "keep-etcd-data", false, "keep etcd's data directory (<out>/etcd-data) after a successful run, to inspect what the run left in the database (a failed run always keeps it)")
@@ -215,17 +215,21 @@ func (c *Config) KillCount() int {
 // under which it runs with GC off (0: keep its default GC target). A
 // simulator never collects until it nears the limit: at 100,000 nodes it
 // allocates ~4 GB in a full run, so with a quarter of a 24 GiB machine its
-// first collection comes after the steady stage, if at all.
+// first collection comes after the steady stage, if at all. At 250,000 a
+// quarter left it 2 GB above its ~3.8 GB of heap and stacks, and it
+// collected every 21 s; so the automatic limit is at least 40 KiB per
+// virtual node.
 func (c *Config) simMemoryLimitMiB(n int) int64 {
 	total := c.SimMemoryLimitMiB
 	switch {
 	case total < 0:
 		return 0
 	case total == 0:
-		total = procutil.MemTotal() / 4 >> 20
-		if total <= 0 {
+		quarter := procutil.MemTotal() / 4 >> 20
+		if quarter <= 0 {
 			return 0 // unknown machine: keep the default
 		}
+		total = max(quarter, int64(c.Nodes)*40>>10)
 	}
 	return max(total*int64(n)/int64(max(c.Nodes, 1)), 512)
 }
