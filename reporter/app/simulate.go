@@ -107,7 +107,7 @@ func simulateMain(ctx context.Context, args []string) error {
 	}
 	defer func() { _ = lg.Sync() }()
 	limited := gctarget.SetMemoryLimit(lg, cfg.MemoryLimitMiB)
-	if cfg.GCPercent < 0 && !limited {
+	if cfg.GCPercent < 0 && !limited && os.Getenv("GOGC") == "" {
 		return errors.New("--runtime.gc-percent is negative (GC off) but there is no memory limit: set --runtime.memory-limit-mib or GOMEMLIMIT")
 	}
 	gctarget.Apply(lg, cfg.GCPercent)
