@@ -106,11 +106,9 @@ func simulateMain(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() { _ = lg.Sync() }()
-	limited := gctarget.SetMemoryLimit(lg, cfg.MemoryLimitMiB)
-	if cfg.GCPercent < 0 && !limited && os.Getenv("GOGC") == "" {
-		return errors.New("--runtime.gc-percent is negative (GC off) but there is no memory limit: set --runtime.memory-limit-mib or GOMEMLIMIT")
+	if _, err := gctarget.ApplyWithLimit(lg, cfg.GCPercent, cfg.MemoryLimitMiB); err != nil {
+		return fmt.Errorf("--runtime.gc-percent=%d: %w: set --runtime.memory-limit-mib or GOMEMLIMIT", cfg.GCPercent, err)
 	}
-	gctarget.Apply(lg, cfg.GCPercent)
 	logging.RedirectGRPC(lg)
 	return RunSimulation(ctx, cfg, lg)
 }

@@ -7,6 +7,7 @@
 package gctarget
 
 import (
+	"errors"
 	"os"
 	"runtime/debug"
 
@@ -58,4 +59,23 @@ func setMemoryLimit(lg *zap.Logger, mib int64, env string, set func(int64) int64
 	set(mib << 20)
 	lg.Debug("memory limit set", zap.Int64("mib", mib))
 	return true
+}
+
+// ErrOffWithoutLimit: a negative target (GC off) was asked for with no
+// memory limit in force, so the heap would grow without bound.
+var ErrOffWithoutLimit = errors.New("GC target is negative (GC off) but there is no memory limit")
+
+// ApplyWithLimit is SetMemoryLimit then Apply, for a process that may run
+// with GC off: it refuses a negative percent that would be applied (GOGC
+// unset) without a limit in force, before setting the target.
+func ApplyWithLimit(lg *zap.Logger, percent int, limitMiB int64) (int, error) {
+	return applyWithLimit(lg, percent, limitMiB, os.Getenv("GOGC"), os.Getenv("GOMEMLIMIT"), debug.SetGCPercent, debug.SetMemoryLimit)
+}
+
+func applyWithLimit(lg *zap.Logger, percent int, limitMiB int64, gogc, gomemlimit string, setGC func(int) int, setLimit func(int64) int64) (int, error) {
+	limited := setMemoryLimit(lg, limitMiB, gomemlimit, setLimit)
+	if percent < 0 && !limited && gogc == "" {
+		return 0, ErrOffWithoutLimit
+	}
+	return apply(lg, percent, gogc, setGC), nil
 }

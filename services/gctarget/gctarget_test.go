@@ -51,3 +51,29 @@ func TestSetMemoryLimit(t *testing.T) {
 		})
 	}
 }
+
+func TestApplyWithLimit(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		percent          int
+		mib              int64
+		gogc, gomemlimit string
+		want             int
+		wantErr          bool
+	}{
+		{"off under a limit", -1, 4096, "", "", -1, false},
+		{"off under GOMEMLIMIT", -1, 0, "", "4GiB", -1, false},
+		{"off without a limit is refused", -1, 0, "", "", 0, true},
+		{"GOGC overrides the flag, so no limit is needed", -1, 0, "200", "", 0, false},
+		{"a positive target needs no limit", 400, 0, "", "", 400, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gcSet := 0
+			got, err := applyWithLimit(zap.NewNop(), c.percent, c.mib, c.gogc, c.gomemlimit,
+				func(p int) int { gcSet = p; return 100 }, func(int64) int64 { return 0 })
+			if (err != nil) != c.wantErr || got != c.want || gcSet != c.want {
+				t.Fatalf("got %d (set %d), %v; want %d, error %v", got, gcSet, err, c.want, c.wantErr)
+			}
+		})
+	}
+}

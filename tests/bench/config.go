@@ -89,8 +89,8 @@ type Config struct {
 	LogLevel      string
 	SimNice       int
 	// SimMemoryLimitMiB: the simulators run with GC off below this soft
-	// limit, shared by node count (0: a quarter of the machine's memory,
-	// negative: the simulator's own GC default).
+	// limit, shared by node count (0: a quarter of the machine's memory, at
+	// least 40 KiB per node; negative: the simulator's own GC default).
 	SimMemoryLimitMiB int64
 	Title             string
 	Quick             bool
