@@ -15,8 +15,8 @@
 // A watcher that falls more than one interval behind gets a compacted-
 // revision error and must list again (monitor/internal/cache does).
 // Compaction frees pages for reuse but never shrinks the bbolt file; that
-// takes a defrag, which blocks the member while it runs and is left to
-// operators (docs/operations.md).
+// takes a defragmentation, which follows compactions (Config.Compacted,
+// package defrag).
 package compactor
 
 import (
@@ -74,6 +74,10 @@ type Config struct {
 	After func(d time.Duration) <-chan time.Time
 	// Now is the wall clock of the last-compaction metric; default time.Now.
 	Now func() time.Time
+	// Compacted, if set, is called after each round that found history
+	// compacted to its revision, by this replica or another (the
+	// defragmenter follows compactions); it must not block.
+	Compacted func()
 }
 
 // Compactor compacts while this replica leads.
@@ -194,6 +198,11 @@ func (c *Compactor) compact(ctx context.Context, rev, cur int64) {
 	}
 	start := time.Now()
 	err := c.store.Compact(ctx, rev)
+	if (err == nil || errors.Is(err, nodestore.ErrCompacted)) && c.cfg.Compacted != nil {
+		// History up to rev is gone, by this replica or by someone else
+		// (etcd's --auto-compaction-*): either way pages were freed.
+		defer c.cfg.Compacted()
+	}
 	switch {
 	case err == nil:
 		c.rounds.WithLabelValues(ResultCompacted).Inc()

@@ -1,0 +1,347 @@
+package defrag
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+
+	"github.com/nodepulse/nodepulse/services/nodestore"
+	"github.com/nodepulse/nodepulse/services/nodestore/etcdstore"
+)
+
+const mib = 1 << 20
+
+func TestDue(t *testing.T) {
+	c := DefaultConfig() // 64 MiB, 25 % free, 15 % growth, 15 m
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	st := func(size, inUse int64) etcdstore.MemberStatus {
+		return etcdstore.MemberStatus{DBSize: size * mib, DBSizeInUse: inUse * mib}
+	}
+	for _, tc := range []struct {
+		name   string
+		st     etcdstore.MemberStatus
+		ms     memberState
+		reason string
+	}{
+		{"small file, mostly free", st(40, 10), memberState{floor: 10 * mib}, ""},
+		{"a quarter free", st(100, 75), memberState{floor: 75 * mib}, ReasonFree},
+		{"less than a quarter free", st(100, 76), memberState{floor: 76 * mib}, ""},
+		{"in use 15 % above its floor", st(110, 92), memberState{floor: 80 * mib}, ReasonGrowth},
+		{"in use 14 % above its floor", st(110, 91), memberState{floor: 80 * mib}, ""},
+		{"due, but defragmented 14 minutes ago", st(110, 92), memberState{floor: 80 * mib, last: now.Add(-14 * time.Minute)}, ""},
+		{"due, defragmented 15 minutes ago", st(110, 92), memberState{floor: 80 * mib, last: now.Add(-15 * time.Minute)}, ReasonGrowth},
+		{"empty file", st(0, 0), memberState{}, ""},
+	} {
+		reason, ok := c.due(tc.st, tc.ms, now)
+		if reason != tc.reason || ok != (tc.reason != "") {
+			t.Errorf("%s: due = %q, %v; want %q", tc.name, reason, ok, tc.reason)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		set  func(*Config)
+		flag string
+	}{
+		{func(c *Config) { c.MinSize = -1 }, "--etcd.defrag-min-size-mib"},
+		{func(c *Config) { c.FreePercent = 0 }, "--etcd.defrag-free-percent"},
+		{func(c *Config) { c.FreePercent = 100 }, "--etcd.defrag-free-percent"},
+		{func(c *Config) { c.GrowthPercent = 0 }, "--etcd.defrag-growth-percent"},
+		{func(c *Config) { c.MinInterval = -time.Second }, "--etcd.defrag-min-interval"},
+		{func(c *Config) { c.Timeout = 0 }, "timeout"},
+	} {
+		c := DefaultConfig()
+		tc.set(&c)
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("Validate() = %v, want an error naming %s", err, tc.flag)
+		}
+		if _, err := New(c, nil, nil, zap.NewNop(), nil); err == nil {
+			t.Errorf("New accepted an invalid config (%s)", tc.flag)
+		}
+	}
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+}
+
+// fakeStore is a cluster whose members report scripted sizes; a
+// defragmentation sets a member's file to its bytes in use less what is
+// empty inside its pages (frag).
+type fakeStore struct {
+	mu        sync.Mutex
+	members   []etcdstore.Member
+	leader    uint64
+	status    map[string]etcdstore.MemberStatus
+	frag      map[string]int64
+	failing   map[string]error
+	defragged []string
+}
+
+func newStore(n int) *fakeStore {
+	s := &fakeStore{status: map[string]etcdstore.MemberStatus{}, frag: map[string]int64{}, failing: map[string]error{}}
+	for i := 1; i <= n; i++ {
+		s.members = append(s.members, etcdstore.Member{ID: uint64(i), Name: fmt.Sprintf("etcd-%d", i), Endpoint: fmt.Sprintf("http://etcd-%d:2379", i)})
+	}
+	s.leader = 1
+	return s
+}
+
+func (s *fakeStore) set(endpoint string, size, inUse, frag int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status[endpoint] = etcdstore.MemberStatus{DBSize: size * mib, DBSizeInUse: inUse * mib}
+	s.frag[endpoint] = frag * mib
+}
+
+func (s *fakeStore) Members(context.Context) ([]etcdstore.Member, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]etcdstore.Member(nil), s.members...), nil
+}
+
+func (s *fakeStore) MemberStatus(_ context.Context, ep string) (etcdstore.MemberStatus, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.status[ep]
+	if !ok {
+		return st, fmt.Errorf("no member at %s", ep)
+	}
+	st.Leader = s.leader
+	return st, nil
+}
+
+func (s *fakeStore) Defragment(_ context.Context, ep string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.defragged = append(s.defragged, ep)
+	if err := s.failing[ep]; err != nil {
+		return err
+	}
+	st := s.status[ep]
+	dense := st.DBSizeInUse - s.frag[ep]
+	s.status[ep] = etcdstore.MemberStatus{DBSize: dense, DBSizeInUse: dense}
+	s.frag[ep] = 0
+	return nil
+}
+
+func (s *fakeStore) takeDefragged() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.defragged
+	s.defragged = nil
+	return out
+}
+
+// fakeLeader leads until told otherwise.
+type fakeLeader struct {
+	mu      sync.Mutex
+	leading bool
+	done    chan struct{}
+}
+
+func (l *fakeLeader) Leadership() (nodestore.Fence, <-chan struct{}, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return nodestore.Fence{Key: "k", Revision: 1}, l.done, l.leading
+}
+
+func (l *fakeLeader) set(leading bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if leading == l.leading {
+		return
+	}
+	l.leading = leading
+	if leading {
+		l.done = make(chan struct{})
+	} else {
+		close(l.done)
+	}
+}
+
+// run starts Run in the synctest bubble and stops it at cleanup.
+func run(t *testing.T, d *Defragmenter) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := d.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// compaction tells d of a compaction and lets the fake minutes pass until
+// the round is over.
+func compaction(d *Defragmenter, after time.Duration) {
+	d.Compacted()
+	time.Sleep(after)
+	synctest.Wait()
+}
+
+// A registration storm's replay: three members, the leader etcd-1. Two
+// compactions see the files grow by the lease copies in history, which a
+// compaction frees only later (not due). Then compaction leaves the pages
+// of the storm partly empty: in use 20 % above the floor on etcd-1 and
+// etcd-3, a quarter free on etcd-2. All three are due; the followers are
+// defragmented first, the etcd leader last, a pause apart, and each
+// member's floor becomes its size after its defragmentation, so the next
+// rounds, with the same history on top, find nothing due.
+func TestDefragmentsFollowersFirstAfterACompaction(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(3)
+		l := &fakeLeader{}
+		l.set(true)
+		reg := prometheus.NewRegistry()
+		d, err := New(DefaultConfig(), s, l, zap.NewNop(), reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(t, d)
+		eps := []string{s.members[0].Endpoint, s.members[1].Endpoint, s.members[2].Endpoint}
+
+		for _, ep := range eps {
+			s.set(ep, 85, 85, 0)
+		}
+		start := time.Now()
+		compaction(d, time.Minute+time.Second) // floor 85
+		for _, ep := range eps {
+			s.set(ep, 97, 97, 0)
+		}
+		compaction(d, 5*time.Minute) // 14 % above: not due
+		if got := s.takeDefragged(); len(got) != 0 {
+			t.Fatalf("defragmented %v while nothing was due", got)
+		}
+		s.set(eps[0], 110, 102, 16)
+		s.set(eps[1], 110, 80, 6)
+		s.set(eps[2], 110, 102, 16)
+		d.Compacted()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := s.takeDefragged(); fmt.Sprint(got) != fmt.Sprint(eps[1:2]) {
+			t.Fatalf("right after the settle time defragmented %v, want the first follower %v only", got, eps[1])
+		}
+		if took := time.Since(start); took != 7*time.Minute+time.Second {
+			t.Fatalf("fake clock at %s", took) // guards the timeline above
+		}
+		time.Sleep(DefaultConfig().Pause)
+		synctest.Wait()
+		time.Sleep(DefaultConfig().Pause)
+		synctest.Wait()
+		if got := s.takeDefragged(); fmt.Sprint(got) != fmt.Sprint([]string{eps[2], eps[0]}) {
+			t.Fatalf("then defragmented %v, want the other follower and then the leader: %v", got, []string{eps[2], eps[0]})
+		}
+		if n := testutil.ToFloat64(d.rounds.WithLabelValues(ResultDefragmented)); n != 3 {
+			t.Fatalf("%s{result=defragmented} = %v, want 3", MetricDefrags, n)
+		}
+		if got, want := testutil.ToFloat64(d.reclaimed), float64((110-86+110-74+110-86)*mib); got != want {
+			t.Fatalf("%s = %v, want %v", MetricReclaimed, got, want)
+		}
+
+		// Within the minimum interval nothing is due, however it grew.
+		s.set(eps[1], 86, 86, 0) // 16 % above its new floor, 74
+		compaction(d, 5*time.Minute)
+		if got := s.takeDefragged(); len(got) != 0 {
+			t.Fatalf("defragmented %v within the minimum interval", got)
+		}
+		// Past it, etcd-2 is due again; the others, with the history they
+		// held before on top of their dense files (13 % above their new
+		// floors, 86), are not.
+		time.Sleep(15 * time.Minute)
+		s.set(eps[0], 97, 97, 0)
+		s.set(eps[2], 97, 97, 0)
+		compaction(d, 2*time.Minute)
+		if got := s.takeDefragged(); fmt.Sprint(got) != fmt.Sprint(eps[1:2]) {
+			t.Fatalf("defragmented %v, want %v only", got, eps[1])
+		}
+	})
+}
+
+// Only a leader defragments; a new leadership starts from nothing, so its
+// first round sets the floors rather than comparing with the old ones; and
+// a failed defragmentation waits the minimum interval like a good one.
+func TestLeadershipAndFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(1)
+		ep := s.members[0].Endpoint
+		l := &fakeLeader{}
+		d, err := New(DefaultConfig(), s, l, zap.NewNop(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(t, d)
+		s.set(ep, 200, 100, 0) // half free
+		compaction(d, 2*time.Minute)
+		if got := s.takeDefragged(); len(got) != 0 {
+			t.Fatalf("a follower defragmented %v", got)
+		}
+
+		l.set(true)
+		s.set(ep, 100, 100, 0)
+		compaction(d, 2*time.Minute) // floor 100
+		s.set(ep, 120, 120, 20)
+		l.set(false)
+		l.set(true) // a new leadership: floor unknown again
+		compaction(d, 2*time.Minute)
+		if got := s.takeDefragged(); len(got) != 0 {
+			t.Fatalf("the new leadership defragmented %v against its predecessor's floor", got)
+		}
+
+		s.mu.Lock()
+		s.failing[ep] = errors.New("context deadline exceeded")
+		s.mu.Unlock()
+		s.set(ep, 200, 100, 0)
+		compaction(d, 2*time.Minute)
+		if got := s.takeDefragged(); len(got) != 1 {
+			t.Fatalf("defragmented %v, want one failed attempt", got)
+		}
+		if n := testutil.ToFloat64(d.rounds.WithLabelValues(ResultError)); n != 1 {
+			t.Fatalf("%s{result=error} = %v, want 1", MetricDefrags, n)
+		}
+		s.mu.Lock()
+		delete(s.failing, ep)
+		s.mu.Unlock()
+		compaction(d, 5*time.Minute)
+		if got := s.takeDefragged(); len(got) != 0 {
+			t.Fatalf("retried %v within the minimum interval", got)
+		}
+		time.Sleep(15 * time.Minute)
+		compaction(d, 2*time.Minute)
+		if got := s.takeDefragged(); len(got) != 1 {
+			t.Fatalf("defragmented %v once the minimum interval passed, want one", got)
+		}
+	})
+}
+
+// Disabled, or on a store that cannot defragment, Run only waits.
+func TestDisabled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStore(1)
+		s.set(s.members[0].Endpoint, 200, 100, 0)
+		l := &fakeLeader{}
+		l.set(true)
+		c := DefaultConfig()
+		c.Enabled = false
+		d, err := New(c, s, l, zap.NewNop(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(t, d)
+		compaction(d, 2*time.Minute)
+		if got := s.takeDefragged(); len(got) != 0 {
+			t.Fatalf("disabled, yet defragmented %v", got)
+		}
+	})
+}

@@ -1,0 +1,71 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Member is one etcd member as maintenance addresses it.
+type Member struct {
+	ID   uint64
+	Name string
+	// Endpoint is the member's first advertised client URL: maintenance
+	// requests (status, defragment) go to that member and no other.
+	Endpoint string
+}
+
+// MemberStatus is what a member says about its own database.
+type MemberStatus struct {
+	// Leader is the ID of the member the answering member follows (its own
+	// ID when it leads).
+	Leader uint64
+	// DBSize is the size of the member's bbolt file; DBSizeInUse the part
+	// not on bbolt's free list. Pages partly emptied by compaction count as
+	// in use: only a defragmentation shows how much of them is empty.
+	DBSize, DBSizeInUse int64
+}
+
+// Members lists the cluster's members that advertise a client URL (a
+// member added but not started yet has none and is left out).
+func (s *Store) Members(ctx context.Context) ([]Member, error) {
+	ctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	resp, err := s.ctl.MemberList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("etcd member list: %w", err)
+	}
+	out := make([]Member, 0, len(resp.Members))
+	for _, m := range resp.Members {
+		if len(m.ClientURLs) == 0 {
+			continue
+		}
+		out = append(out, Member{ID: m.ID, Name: m.Name, Endpoint: m.ClientURLs[0]})
+	}
+	return out, nil
+}
+
+// MemberStatus asks the member at endpoint about its database.
+func (s *Store) MemberStatus(ctx context.Context, endpoint string) (MemberStatus, error) {
+	ctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	resp, err := s.ctl.Status(ctx, endpoint)
+	if err != nil {
+		return MemberStatus{}, fmt.Errorf("etcd status of %s: %w", endpoint, err)
+	}
+	if resp.Header == nil {
+		return MemberStatus{}, fmt.Errorf("etcd status of %s: %w", endpoint, errors.New("answer without a header"))
+	}
+	return MemberStatus{Leader: resp.Leader, DBSize: resp.DbSize, DBSizeInUse: resp.DbSizeInUse}, nil
+}
+
+// Defragment rewrites the bbolt file of the member at endpoint without its
+// empty space. The member serves no reads or writes until it is done
+// (about a second per 100 MB); the caller's ctx bounds the wait, not the
+// store's request timeout, which a large member would exceed.
+func (s *Store) Defragment(ctx context.Context, endpoint string) error {
+	if _, err := s.ctl.Defragment(ctx, endpoint); err != nil {
+		return fmt.Errorf("etcd defragment %s: %w", endpoint, err)
+	}
+	return nil
+}
