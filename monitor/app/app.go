@@ -89,8 +89,9 @@ type Config struct {
 	// long (must exceed ProgressInterval by a margin for a loaded etcd).
 	ProgressInterval time.Duration
 	WatchStaleAfter  time.Duration
-	// CompactionInterval: the leader compacts etcd's history to the revision
-	// of one interval ago, every interval (0: etcd compacts itself).
+	// CompactionInterval: the history the leader keeps; it compacts to the
+	// revision of one interval ago every fifth of one (0: etcd compacts
+	// itself).
 	CompactionInterval time.Duration
 	// Defrag: after its compactions the leader defragments etcd members
 	// whose files hold much more than they use (package defrag).
@@ -146,7 +147,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ElectionTTL, "monitor.election-ttl", 10*time.Second, "TTL of the leader's etcd session: a crashed leader is replaced within about this long (keep well below the grace period)")
 	fs.DurationVar(&c.ProgressInterval, "monitor.progress-interval", 2*time.Second, "how often the etcd watch is asked for a progress notification")
 	fs.DurationVar(&c.WatchStaleAfter, "monitor.watch-stale-after", 15*time.Second, "pause judgement when the etcd watch delivered nothing for this long (also: every collector feed stale and no lease advancing)")
-	fs.DurationVar(&c.CompactionInterval, "etcd.compaction-interval", 5*time.Minute, "the leader compacts etcd's history to the revision of one interval ago, every interval, as kube-apiserver does; 0 disables it (run etcd with --auto-compaction-mode/--auto-compaction-retention then)")
+	fs.DurationVar(&c.CompactionInterval, "etcd.compaction-interval", 5*time.Minute, "how much of etcd's history the leader keeps: every fifth of this it compacts to the revision it observed one interval earlier, so etcd holds 1 to 1.2 intervals of history (kube-apiserver's --etcd-compaction-interval keeps 1 to 2); a watcher that falls further behind lists again. 0 disables it (run etcd with --auto-compaction-mode/--auto-compaction-retention then)")
 	dd := defrag.DefaultConfig()
 	c.Defrag = dd
 	fs.BoolVar(&c.Defrag.Enabled, "etcd.defrag", dd.Enabled, "after its compactions the leader defragments each etcd member whose file is due (see the --etcd.defrag-* flags), one member at a time, followers first; a member serves nothing while it defragments, about a second per 100 MB. Needs --etcd.compaction-interval > 0")

@@ -1,10 +1,17 @@
-// Package compactor bounds etcd's history the way kube-apiserver does: every
-// Interval the leading monitor compacts to the revision it observed one
-// Interval earlier, so etcd always keeps between one and two intervals of
-// history — enough for any watcher that is merely slow, and not the whole
-// history since the cluster was created, which is what etcd keeps when
-// nobody compacts (at 100,000 nodes that history, not the live data, is
-// most of the database).
+// Package compactor bounds etcd's history. The leading monitor observes
+// etcd's revision Steps times per Interval and compacts to the revision it
+// observed one Interval earlier, so etcd keeps between 1 and 1 + 1/Steps
+// intervals of history: enough for any watcher that is merely slow, and not
+// the whole history since the cluster was created, which is what etcd keeps
+// when nobody compacts (at 100,000 nodes that history, not the live data,
+// is most of the database).
+//
+// kube-apiserver compacts once per interval, to the revision of the
+// previous round, which keeps one to two intervals; etcd's own periodic
+// auto-compaction instead runs every tenth of its retention. Rounds a fifth
+// of an interval apart keep the same guarantee to watchers with less
+// history on disk: at 100,000 nodes an interval of history is mostly lease
+// checkpoints, ~8 MB per 5 minutes (docs/benchmarks.md, session 14).
 //
 // Only the leader compacts, so replicas do not multiply the requests; a
 // deposed leader racing its successor for one round is harmless, because
@@ -66,8 +73,9 @@ type Leader interface {
 
 // Config of the compactor.
 type Config struct {
-	// Interval between compactions; the history kept is one to two
-	// intervals. Zero disables the compactor (etcd compacts itself).
+	// Interval is how much history is kept (one to 1 + 1/Steps intervals);
+	// rounds run every Interval/Steps. Zero disables the compactor (etcd
+	// compacts itself).
 	Interval time.Duration
 	// After returns a channel that delivers after d (tests inject a clock);
 	// default time.After.
@@ -126,7 +134,7 @@ func New(cfg Config, store Store, leader Leader, lg *zap.Logger, reg prometheus.
 	return c, nil
 }
 
-// Run compacts every Interval while this replica leads, until ctx ends. It
+// Run compacts every Interval/Steps while this replica leads, until ctx ends. It
 // only returns when ctx ends, also when compaction is disabled.
 func (c *Compactor) Run(ctx context.Context) error {
 	if c.store == nil {
@@ -159,30 +167,58 @@ func (c *Compactor) Run(ctx context.Context) error {
 	return nil
 }
 
-// lead runs the rounds of one leadership: it remembers the revision at the
-// start of each interval and compacts to it at the end of the interval.
+// Steps is how many rounds an interval has.
+const Steps = 5
+
+// lead runs the rounds of one leadership: each round observes the current
+// revision and compacts to the one observed Steps rounds (one interval)
+// earlier.
 func (c *Compactor) lead(ctx context.Context, done <-chan struct{}) {
-	var prev int64 // revision observed one interval ago; 0: none yet
-	for {
+	type observed struct {
+		round int
+		rev   int64
+	}
+	var seen []observed // oldest first, none older than the last compacted
+	var last int64      // last revision compacted to in this leadership
+	for round := 0; ; round++ {
 		now, err := c.store.Revision(ctx)
-		if err != nil {
+		switch {
+		case err != nil:
 			if ctx.Err() != nil {
 				return
 			}
-			// Keep prev: compacting to it later is still safe (it is older).
+			// Nothing is observed this round; later rounds compact to the
+			// newest older observation, which is still safe (older).
 			c.lg.Warn("cannot read etcd's revision; compaction postponed", zap.Error(err))
-		} else {
-			if prev > 0 {
-				c.compact(ctx, prev, now)
+		case len(seen) > 0 && seen[len(seen)-1].rev > now:
+			// The store went back in time (restored from a snapshot): the
+			// remembered revisions mean nothing there; start over from now.
+			c.rounds.WithLabelValues(ResultFuture).Inc()
+			c.lg.Warn("etcd's revision went back; not compacting this round", zap.Int64("remembered", seen[len(seen)-1].rev), zap.Int64("current", now))
+			seen, last = append(seen[:0], observed{round, now}), 0
+		default:
+			seen = append(seen, observed{round, now})
+			// The newest observation at least one interval old.
+			i := -1
+			for j := range seen {
+				if seen[j].round <= round-Steps {
+					i = j
+				}
 			}
-			prev = now
+			if i >= 0 {
+				if rev := seen[i].rev; rev > last {
+					c.compact(ctx, rev, now)
+					last = rev
+				}
+				seen = seen[i+1:]
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-done:
 			return
-		case <-c.cfg.After(c.cfg.Interval):
+		case <-c.cfg.After(c.cfg.Interval / Steps):
 		}
 	}
 }

@@ -178,31 +178,60 @@ func (h *harness) count(result string) float64 {
 	return testutil.ToFloat64(h.c.rounds.WithLabelValues(result))
 }
 
+// round ends the current wait after setting etcd's revision (or a read
+// error) for the next round, and waits until that round is over.
+func (h *harness) round(w waiter, rev int64, err error) waiter {
+	h.t.Helper()
+	h.store.set(rev, err)
+	w.ch <- time.Time{}
+	return h.clock.waiting(h.t)
+}
+
 func TestCompactsToTheRevisionOfOneIntervalAgo(t *testing.T) {
 	const iv = 5 * time.Minute
 	h := start(t, iv)
 	h.leader.set(true)
-	// Start of leadership: observe 100, compact nothing yet.
+	// Start of leadership: observe 100; rounds come every fifth of the
+	// interval, and nothing is compacted until one interval has passed.
 	w := h.clock.waiting(t)
+	if w.d != iv/Steps {
+		t.Fatalf("rounds %s apart, want %s", w.d, iv/Steps)
+	}
+	for _, rev := range []int64{110, 120, 130, 140} {
+		w = h.round(w, rev, nil)
+	}
 	if got := h.store.done(); len(got) != 0 {
-		t.Fatalf("compacted %v at the start of leadership, want nothing until one interval has passed", got)
+		t.Fatalf("compacted %v within the first interval, want nothing", got)
 	}
-	// One interval later etcd is at 250: compact to 100, remember 250.
-	h.store.set(250, nil)
-	w.ch <- time.Time{}
-	w = h.clock.waiting(t)
-	// Another interval: at 400, compact to 250.
-	h.store.set(400, nil)
-	w.ch <- time.Time{}
-	h.clock.waiting(t)
-	if got := h.store.done(); fmt.Sprint(got) != "[100 250]" {
-		t.Fatalf("compacted to %v, want [100 250]", got)
+	// One interval after 100 was observed: compact to it; and from then
+	// on every round compacts to the revision of one interval before.
+	w = h.round(w, 150, nil)
+	w = h.round(w, 160, nil)
+	h.round(w, 170, nil)
+	if got := h.store.done(); fmt.Sprint(got) != "[100 110 120]" {
+		t.Fatalf("compacted to %v, want [100 110 120]", got)
 	}
-	if n := h.count(ResultCompacted); n != 2 {
-		t.Fatalf("%s{result=compacted} = %v, want 2", MetricCompactions, n)
+	if n := h.count(ResultCompacted); n != 3 {
+		t.Fatalf("%s{result=compacted} = %v, want 3", MetricCompactions, n)
 	}
-	if r := testutil.ToFloat64(h.c.revision); r != 250 {
-		t.Fatalf("%s = %v, want 250", MetricCompactedRevision, r)
+	if r := testutil.ToFloat64(h.c.revision); r != 120 {
+		t.Fatalf("%s = %v, want 120", MetricCompactedRevision, r)
+	}
+}
+
+// An idle etcd keeps its revision: the same revision is not compacted twice.
+func TestIdleRevisionCompactedOnce(t *testing.T) {
+	h := start(t, time.Minute)
+	h.leader.set(true)
+	w := h.clock.waiting(t)
+	for i := 0; i < 2*Steps; i++ {
+		w = h.round(w, 100, nil)
+	}
+	if got := h.store.done(); fmt.Sprint(got) != "[100]" {
+		t.Fatalf("compacted to %v, want [100] once", got)
+	}
+	if n := h.count(ResultAlreadyCompacted); n != 0 {
+		t.Fatalf("%s{result=already_compacted} = %v, want 0", MetricCompactions, n)
 	}
 }
 
@@ -218,7 +247,10 @@ func TestOnlyTheLeaderCompacts(t *testing.T) {
 	h.leader.set(true)
 	h.store.set(200, nil)
 	w := h.clock.waiting(t) // observed 200
-	// Leadership ends mid-interval: the round is abandoned, no compaction.
+	for _, rev := range []int64{210, 220, 230} {
+		w = h.round(w, rev, nil)
+	}
+	// Leadership ends one round before the first compaction: no compaction.
 	h.leader.set(false)
 	h.store.set(300, nil)
 	select {
@@ -234,11 +266,11 @@ func TestOnlyTheLeaderCompacts(t *testing.T) {
 	h.store.set(500, nil)
 	h.leader.set(true)
 	w = h.clock.waiting(t)
-	h.store.set(600, nil)
-	w.ch <- time.Time{}
-	h.clock.waiting(t)
+	for _, rev := range []int64{510, 520, 530, 540, 550} {
+		w = h.round(w, rev, nil)
+	}
 	if got := h.store.done(); fmt.Sprint(got) != "[500]" {
-		t.Fatalf("compacted to %v, want [500] (the new leadership's first observation)", got)
+		t.Fatalf("compacted to %v, want [500]", got)
 	}
 }
 
@@ -249,22 +281,20 @@ func TestToleratesAlreadyCompactedAndFutureRevisions(t *testing.T) {
 		switch rev {
 		case 100: // etcd's --auto-compaction, or another fleet, went further
 			return fmt.Errorf("compact at %d: %w", rev, nodestore.ErrCompacted)
-		case 200: // etcd was restored from an older snapshot under us
+		case 110: // etcd was restored from an older snapshot under us
 			return fmt.Errorf("compact at %d: %w", rev, etcdstore.ErrFutureRevision)
-		case 300:
+		case 120:
 			return errors.New("connection refused")
 		}
 		return nil
 	}
 	h.leader.set(true)
-	for _, next := range []int64{200, 300, 400, 500} {
-		w := h.clock.waiting(t)
-		h.store.set(next, nil)
-		w.ch <- time.Time{}
+	w := h.clock.waiting(t) // observed 100
+	for _, rev := range []int64{110, 120, 130, 140, 150, 160, 170, 180} {
+		w = h.round(w, rev, nil)
 	}
-	h.clock.waiting(t)
-	if got := h.store.done(); fmt.Sprint(got) != "[400]" {
-		t.Fatalf("compacted to %v, want [400]", got)
+	if got := h.store.done(); fmt.Sprint(got) != "[130]" {
+		t.Fatalf("compacted to %v, want [130]", got)
 	}
 	for r, want := range map[string]float64{ResultCompacted: 1, ResultAlreadyCompacted: 1, ResultFuture: 1, ResultError: 1} {
 		if n := h.count(r); n != want {
@@ -272,7 +302,7 @@ func TestToleratesAlreadyCompactedAndFutureRevisions(t *testing.T) {
 		}
 	}
 	// The defragmenter hears of the rounds that found history compacted:
-	// by this replica (400) or by someone else (100), not the others.
+	// by this replica (130) or by someone else (100), not the others.
 	if n := h.followed.Load(); n != 2 {
 		t.Errorf("Compacted called %d times, want 2", n)
 	}
@@ -284,14 +314,17 @@ func TestRevisionWentBackIsNotCompacted(t *testing.T) {
 	h.store.set(1000, nil)
 	h.leader.set(true)
 	w := h.clock.waiting(t)
-	h.store.set(40, nil) // restored: the remembered 1000 is in its future
-	w.ch <- time.Time{}
-	w = h.clock.waiting(t)
-	h.store.set(90, nil)
-	w.ch <- time.Time{}
-	h.clock.waiting(t)
+	w = h.round(w, 1010, nil)
+	// Restored: the remembered 1000 and 1010 are in its future; start over.
+	for _, rev := range []int64{40, 50, 60, 70, 80} {
+		w = h.round(w, rev, nil)
+	}
+	if got := h.store.done(); len(got) != 0 {
+		t.Fatalf("compacted to %v within an interval of the restore, want nothing", got)
+	}
+	h.round(w, 90, nil)
 	if got := h.store.done(); fmt.Sprint(got) != "[40]" {
-		t.Fatalf("compacted to %v, want [40] (nothing while the remembered revision was ahead)", got)
+		t.Fatalf("compacted to %v, want [40] (one interval after the restore)", got)
 	}
 	if n := h.count(ResultFuture); n != 1 {
 		t.Fatalf("%s{result=future_revision} = %v, want 1", MetricCompactions, n)
@@ -303,14 +336,17 @@ func TestUnreadableRevisionKeepsTheOldOne(t *testing.T) {
 	h := start(t, iv)
 	h.leader.set(true)
 	w := h.clock.waiting(t) // observed 100
-	h.store.set(0, errors.New("etcd down"))
-	w.ch <- time.Time{}
-	w = h.clock.waiting(t) // nothing read, nothing compacted
-	h.store.set(300, nil)
-	w.ch <- time.Time{}
-	h.clock.waiting(t)
-	if got := h.store.done(); fmt.Sprint(got) != "[100]" {
-		t.Fatalf("compacted to %v, want [100] (the last revision read, two intervals old)", got)
+	w = h.round(w, 0, errors.New("etcd down"))
+	for _, rev := range []int64{120, 130, 140} {
+		w = h.round(w, rev, nil)
+	}
+	w = h.round(w, 150, nil) // one interval after 100: compact to it
+	// One interval after the unread round: nothing new is due (the
+	// newest observation that old is 100, compacted already).
+	w = h.round(w, 160, nil)
+	h.round(w, 170, nil) // one interval after 120
+	if got := h.store.done(); fmt.Sprint(got) != "[100 120]" {
+		t.Fatalf("compacted to %v, want [100 120]", got)
 	}
 }
 
