@@ -160,7 +160,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.Float64Var(&c.Defrag.FreePercent, "etcd.defrag-free-percent", dd.FreePercent, "a member is due when at least this percentage of its file is free pages (db size minus db size in use)")
-	fs.Float64Var(&c.Defrag.GrowthPercent, "etcd.defrag-growth-percent", dd.GrowthPercent, "a member is also due when its bytes in use grew this percentage beyond the smallest figure seen since its last defragmentation: partly empty pages, which compaction leaves and etcd counts as in use, show only that way")
+	fs.Float64Var(&c.Defrag.GrowthPercent, "etcd.defrag-growth-percent", dd.GrowthPercent, "a member is also due when its bytes in use grew this percentage beyond the smallest figure seen since its last defragmentation and then stopped growing (within 1 percent over five looks, about five minutes): partly empty pages, which compaction leaves and etcd counts as in use, show only that way")
 	fs.DurationVar(&c.Defrag.MinInterval, "etcd.defrag-min-interval", dd.MinInterval, "never defragment one member twice within this")
 	fs.StringVar(&c.OperatorToken, "auth.operator-token", "", "plaintext mode only: bearer token required for changes (cordon, taint, delete); without it anyone may change nodes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "upper bound of the whole shutdown sequence")

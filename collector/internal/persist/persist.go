@@ -65,11 +65,11 @@ type Config struct {
 	// interval at a per-node phase (and at attach when the stored copy would
 	// go stale before that phase, see Attach). It is the documented
 	// staleness bound of leases/ in etcd. It also sets how much history the
-	// leases leave in etcd's database: with the monitor compacting every
-	// 5 minutes to the revision of 5 minutes before, etcd holds 5-10
-	// minutes of history, so a 5-minute interval kept up to two superseded
-	// copies of every lease and a 10-minute one keeps one (~16 MB of file
-	// per 100,000 nodes each; docs/benchmarks.md, session 13).
+	// leases leave in etcd's database: the monitor keeps 5-6 minutes of
+	// history (it compacts every minute to the revision of 5 minutes
+	// before), which at a 10-minute interval holds about half a superseded
+	// copy of every lease (a whole copy is ~16 MB of file per 100,000
+	// nodes; docs/benchmarks.md, sessions 13 and 14).
 	CheckpointInterval time.Duration
 	// CheckpointTxnPerSecond caps checkpoint Txns, so an attach storm of
 	// 100,000 nodes spreads over tens of seconds instead of hitting etcd at

@@ -16,7 +16,12 @@
 //     etcd defrag tools, or
 //   - its bytes in use have grown GrowthPercent beyond the smallest figure
 //     seen since its last defragmentation (or since this leadership began),
-//     which is how partly empty pages, and a fleet that grew, show.
+//     which is how partly empty pages, and a fleet that grew, show, and
+//     have stopped growing: they are within 1 % of what they were
+//     PlateauRounds looks earlier. Until then, whatever a registration
+//     storm wrote is still being superseded and compacted; a
+//     defragmentation in the middle would pack records that are about to
+//     be deleted next to long-lived ones, and the holes would come back.
 //
 // A member serves nothing while it defragments (about a second per 100 MB),
 // so only the leading monitor defragments, one member at a time, followers
@@ -30,7 +35,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,8 +83,10 @@ type Config struct {
 	// MinSize: smaller files are never defragmented (not worth blocking a
 	// member for).
 	MinSize int64
-	// FreePercent and GrowthPercent: the two rules in the package comment.
+	// FreePercent, GrowthPercent and PlateauRounds: the rules in the
+	// package comment.
 	FreePercent, GrowthPercent float64
+	PlateauRounds              int
 	// MinInterval between two defragmentations of one member.
 	MinInterval time.Duration
 	// Settle: how long after a compaction the members are looked at.
@@ -102,7 +108,8 @@ func DefaultConfig() Config {
 		Enabled:       true,
 		MinSize:       64 << 20,
 		FreePercent:   25,
-		GrowthPercent: 15,
+		GrowthPercent: 5,
+		PlateauRounds: 5,
 		MinInterval:   15 * time.Minute,
 		Settle:        time.Minute,
 		Pause:         10 * time.Second,
@@ -119,6 +126,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--etcd.defrag-free-percent (%g) must be between 0 and 100", c.FreePercent)
 	case c.GrowthPercent <= 0:
 		return fmt.Errorf("--etcd.defrag-growth-percent (%g) must be positive", c.GrowthPercent)
+	case c.PlateauRounds < 1:
+		return fmt.Errorf("defrag plateau rounds (%d) must be at least 1", c.PlateauRounds)
 	case c.MinInterval < 0:
 		return fmt.Errorf("--etcd.defrag-min-interval (%s) must not be negative", c.MinInterval)
 	case c.Settle < 0 || c.Pause < 0 || c.Timeout <= 0:
@@ -129,8 +138,29 @@ func (c Config) Validate() error {
 
 // memberState is what the leader remembers of one member.
 type memberState struct {
-	floor int64     // smallest in-use size seen since its last defrag
-	last  time.Time // when this leader last defragmented it (zero: never)
+	floor  int64     // smallest in-use size seen since its last defrag
+	recent []int64   // in-use sizes of the last PlateauRounds+1 looks, oldest first
+	last   time.Time // when this leader last defragmented it (zero: never)
+}
+
+// look records one in-use size.
+func (ms *memberState) look(inUse int64, rounds int) {
+	if ms.floor == 0 || inUse < ms.floor {
+		ms.floor = inUse
+	}
+	ms.recent = append(ms.recent, inUse)
+	if n := len(ms.recent) - (rounds + 1); n > 0 {
+		ms.recent = append(ms.recent[:0], ms.recent[n:]...)
+	}
+}
+
+// steady says whether the in-use size stopped growing: within 1 % of what
+// it was PlateauRounds looks ago.
+func (ms memberState) steady(rounds int) bool {
+	if len(ms.recent) < rounds+1 {
+		return false
+	}
+	return float64(ms.recent[len(ms.recent)-1]) <= float64(ms.recent[0])*1.01
 }
 
 // due says whether st makes the member due, and why.
@@ -144,7 +174,7 @@ func (c Config) due(st etcdstore.MemberStatus, ms memberState, now time.Time) (s
 	if free := st.DBSize - st.DBSizeInUse; float64(free) >= float64(st.DBSize)*c.FreePercent/100 {
 		return ReasonFree, true
 	}
-	if ms.floor > 0 && float64(st.DBSizeInUse) >= float64(ms.floor)*(1+c.GrowthPercent/100) {
+	if ms.floor > 0 && float64(st.DBSizeInUse) >= float64(ms.floor)*(1+c.GrowthPercent/100) && ms.steady(c.PlateauRounds) {
 		return ReasonGrowth, true
 	}
 	return "", false
@@ -158,8 +188,9 @@ type Defragmenter struct {
 	lg     *zap.Logger
 	kick   chan struct{}
 
-	mu     sync.Mutex
-	member map[uint64]*memberState // reset when a leadership begins
+	// member is what this leadership knows of each member; only Run's
+	// goroutine touches it.
+	member map[uint64]*memberState
 
 	rounds    *prometheus.CounterVec
 	seconds   prometheus.Histogram
@@ -244,9 +275,7 @@ func (d *Defragmenter) Run(ctx context.Context) error {
 			// A new leadership starts from nothing: what an earlier one
 			// knew may be stale (another replica may have defragmented).
 			led = done
-			d.mu.Lock()
 			d.member = map[uint64]*memberState{}
-			d.mu.Unlock()
 		}
 		// A round ends with the leadership: a deposed leader must not go on
 		// stopping members its successor may be defragmenting too.
@@ -281,7 +310,6 @@ func (d *Defragmenter) round(ctx context.Context) {
 	now := d.cfg.Now()
 	var due []candidate
 	seen := map[uint64]bool{}
-	d.mu.Lock()
 	for _, m := range members {
 		seen[m.ID] = true
 	}
@@ -290,7 +318,6 @@ func (d *Defragmenter) round(ctx context.Context) {
 			delete(d.member, id) // removed from the cluster
 		}
 	}
-	d.mu.Unlock()
 	for _, m := range members {
 		st, err := d.store.MemberStatus(ctx, m.Endpoint)
 		if err != nil {
@@ -299,17 +326,13 @@ func (d *Defragmenter) round(ctx context.Context) {
 			}
 			continue
 		}
-		d.mu.Lock()
 		ms := d.member[m.ID]
 		if ms == nil {
-			ms = &memberState{floor: st.DBSizeInUse}
+			ms = &memberState{}
 			d.member[m.ID] = ms
 		}
-		if st.DBSizeInUse < ms.floor {
-			ms.floor = st.DBSizeInUse
-		}
+		ms.look(st.DBSizeInUse, d.cfg.PlateauRounds)
 		reason, ok := d.cfg.due(st, *ms, now)
-		d.mu.Unlock()
 		d.lg.Debug("etcd member database", zap.String("member", m.Name), zap.Int64("dbSize", st.DBSize),
 			zap.Int64("dbSizeInUse", st.DBSizeInUse), zap.Int64("floor", ms.floor), zap.Bool("due", ok))
 		if ok {
@@ -345,15 +368,10 @@ func (d *Defragmenter) defragment(ctx context.Context, c candidate) {
 	err := d.store.Defragment(dctx, c.m.Endpoint)
 	took := time.Since(start)
 	cancel()
-	now := d.cfg.Now()
-	d.mu.Lock()
 	ms := d.member[c.m.ID]
-	if ms != nil {
-		// Also after a failure: a member that could not finish should not
-		// be stopped again at once.
-		ms.last = now
-	}
-	d.mu.Unlock()
+	// Also after a failure: a member that could not finish should not be
+	// stopped again at once.
+	ms.last = d.cfg.Now()
 	if err != nil {
 		if ctx.Err() != nil {
 			return
@@ -369,11 +387,8 @@ func (d *Defragmenter) defragment(ctx context.Context, c candidate) {
 		log.Info("defragmented etcd member; its new size is unknown", zap.Duration("took", took), zap.Error(err))
 		return
 	}
-	d.mu.Lock()
-	if ms != nil {
-		ms.floor = after.DBSizeInUse
-	}
-	d.mu.Unlock()
+	ms.floor, ms.recent = 0, ms.recent[:0]
+	ms.look(after.DBSizeInUse, d.cfg.PlateauRounds)
 	if gain := c.st.DBSize - after.DBSize; gain > 0 {
 		d.reclaimed.Add(float64(gain))
 	}

@@ -21,24 +21,36 @@ import (
 const mib = 1 << 20
 
 func TestDue(t *testing.T) {
-	c := DefaultConfig() // 64 MiB, 25 % free, 15 % growth, 15 m
+	c := DefaultConfig() // 64 MiB, 25 % free, 5 % growth over 5 steady looks, 15 m
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	st := func(size, inUse int64) etcdstore.MemberStatus {
 		return etcdstore.MemberStatus{DBSize: size * mib, DBSizeInUse: inUse * mib}
 	}
+	// looks builds what a member's looks left: the floor, then sizes.
+	looks := func(floor int64, sizes ...int64) memberState {
+		var ms memberState
+		ms.look(floor*mib, c.PlateauRounds)
+		for _, s := range sizes {
+			ms.look(s*mib, c.PlateauRounds)
+		}
+		return ms
+	}
+	steady := looks(80, 84, 84, 84, 84, 84, 84)
 	for _, tc := range []struct {
 		name   string
 		st     etcdstore.MemberStatus
 		ms     memberState
 		reason string
 	}{
-		{"small file, mostly free", st(40, 10), memberState{floor: 10 * mib}, ""},
-		{"a quarter free", st(100, 75), memberState{floor: 75 * mib}, ReasonFree},
-		{"less than a quarter free", st(100, 76), memberState{floor: 76 * mib}, ""},
-		{"in use 15 % above its floor", st(110, 92), memberState{floor: 80 * mib}, ReasonGrowth},
-		{"in use 14 % above its floor", st(110, 91), memberState{floor: 80 * mib}, ""},
-		{"due, but defragmented 14 minutes ago", st(110, 92), memberState{floor: 80 * mib, last: now.Add(-14 * time.Minute)}, ""},
-		{"due, defragmented 15 minutes ago", st(110, 92), memberState{floor: 80 * mib, last: now.Add(-15 * time.Minute)}, ReasonGrowth},
+		{"small file, mostly free", st(40, 10), looks(10), ""},
+		{"a quarter free", st(100, 75), looks(75), ReasonFree},
+		{"less than a quarter free", st(100, 76), looks(76), ""},
+		{"in use 5 % above its floor, steady", st(90, 84), steady, ReasonGrowth},
+		{"in use 4 % above its floor, steady", st(90, 83), looks(80, 83, 83, 83, 83, 83, 83), ""},
+		{"in use 5 % above its floor, still growing", st(90, 84), looks(80, 81, 82, 83, 83, 84, 84), ""},
+		{"steady for fewer looks than a plateau", st(90, 84), looks(80, 84, 84, 84, 84), ""},
+		{"due, but defragmented 14 minutes ago", st(90, 84), func() memberState { m := steady; m.last = now.Add(-14 * time.Minute); return m }(), ""},
+		{"due, defragmented 15 minutes ago", st(90, 84), func() memberState { m := steady; m.last = now.Add(-15 * time.Minute); return m }(), ReasonGrowth},
 		{"empty file", st(0, 0), memberState{}, ""},
 	} {
 		reason, ok := c.due(tc.st, tc.ms, now)
@@ -191,81 +203,82 @@ func compaction(d *Defragmenter, after time.Duration) {
 	synctest.Wait()
 }
 
-// A registration storm's replay: three members, the leader etcd-1. Two
-// compactions see the files grow by the lease copies in history, which a
-// compaction frees only later (not due). Then compaction leaves the pages
-// of the storm partly empty: in use 20 % above the floor on etcd-1 and
-// etcd-3, a quarter free on etcd-2. All three are due; the followers are
-// defragmented first, the etcd leader last, a pause apart, and each
-// member's floor becomes its size after its defragmentation, so the next
-// rounds, with the same history on top, find nothing due.
-func TestDefragmentsFollowersFirstAfterACompaction(t *testing.T) {
+// A registration storm's replay: three members, the leader etcd-1, a look
+// a minute after each compaction. The files grow while the storm's lease
+// copies are superseded and compacted (not due, however far above the
+// floor), then stop: etcd-2 has a quarter of its file free and is due at
+// once; etcd-1 and etcd-3, whose holes only show as bytes in use above the
+// floor, are due once their size held for five looks after it stopped
+// growing. The followers go first, the etcd leader last, a pause apart,
+// and each member's floor becomes its size after its defragmentation, so
+// what compaction keeps on top of it afterwards is not due.
+func TestDefragmentsFollowersFirstOnceGrowthStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newStore(3)
 		l := &fakeLeader{}
 		l.set(true)
 		reg := prometheus.NewRegistry()
-		d, err := New(DefaultConfig(), s, l, zap.NewNop(), reg)
+		cfg := DefaultConfig()
+		d, err := New(cfg, s, l, zap.NewNop(), reg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		run(t, d)
 		eps := []string{s.members[0].Endpoint, s.members[1].Endpoint, s.members[2].Endpoint}
-
-		for _, ep := range eps {
-			s.set(ep, 85, 85, 0)
+		look := func(want ...string) {
+			t.Helper()
+			compaction(d, cfg.Settle+time.Second)
+			if got := s.takeDefragged(); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("defragmented %v, want %v", got, want)
+			}
 		}
-		start := time.Now()
-		compaction(d, time.Minute+time.Second) // floor 85
-		for _, ep := range eps {
-			s.set(ep, 97, 97, 0)
+		for _, size := range []int64{85, 88, 91, 94} {
+			for _, ep := range eps {
+				s.set(ep, size, size, 0)
+			}
+			look()
 		}
-		compaction(d, 5*time.Minute) // 14 % above: not due
-		if got := s.takeDefragged(); len(got) != 0 {
-			t.Fatalf("defragmented %v while nothing was due", got)
-		}
-		s.set(eps[0], 110, 102, 16)
+		s.set(eps[0], 96, 96, 6)
 		s.set(eps[1], 110, 80, 6)
-		s.set(eps[2], 110, 102, 16)
-		d.Compacted()
-		time.Sleep(time.Minute)
-		synctest.Wait()
-		if got := s.takeDefragged(); fmt.Sprint(got) != fmt.Sprint(eps[1:2]) {
-			t.Fatalf("right after the settle time defragmented %v, want the first follower %v only", got, eps[1])
+		s.set(eps[2], 96, 96, 6)
+		look(eps[1])
+		look()
+		look()
+		look()
+		look()
+		// The sixth look at 96, as much as five looks before: the plateau.
+		// etcd-3 at once, then the leader.
+		compaction(d, cfg.Settle+time.Second)
+		if got := s.takeDefragged(); fmt.Sprint(got) != fmt.Sprint(eps[2:3]) {
+			t.Fatalf("right after the look defragmented %v, want the follower %v only", got, eps[2])
 		}
-		if took := time.Since(start); took != 7*time.Minute+time.Second {
-			t.Fatalf("fake clock at %s", took) // guards the timeline above
-		}
-		time.Sleep(DefaultConfig().Pause)
+		time.Sleep(cfg.Pause)
 		synctest.Wait()
-		time.Sleep(DefaultConfig().Pause)
-		synctest.Wait()
-		if got := s.takeDefragged(); fmt.Sprint(got) != fmt.Sprint([]string{eps[2], eps[0]}) {
-			t.Fatalf("then defragmented %v, want the other follower and then the leader: %v", got, []string{eps[2], eps[0]})
+		if got := s.takeDefragged(); fmt.Sprint(got) != fmt.Sprint(eps[0:1]) {
+			t.Fatalf("then defragmented %v, want the leader %v", got, eps[0])
 		}
 		if n := testutil.ToFloat64(d.rounds.WithLabelValues(ResultDefragmented)); n != 3 {
 			t.Fatalf("%s{result=defragmented} = %v, want 3", MetricDefrags, n)
 		}
-		if got, want := testutil.ToFloat64(d.reclaimed), float64((110-86+110-74+110-86)*mib); got != want {
+		if got, want := testutil.ToFloat64(d.reclaimed), float64((96-90+110-74+96-90)*mib); got != want {
 			t.Fatalf("%s = %v, want %v", MetricReclaimed, got, want)
 		}
 
-		// Within the minimum interval nothing is due, however it grew.
-		s.set(eps[1], 86, 86, 0) // 16 % above its new floor, 74
-		compaction(d, 5*time.Minute)
-		if got := s.takeDefragged(); len(got) != 0 {
-			t.Fatalf("defragmented %v within the minimum interval", got)
+		// Past the minimum interval, history on top of the dense files
+		// (4 % above the new floors, 90 and 74) is not due; a hole that
+		// takes etcd-2 5 % above its floor is, once it held.
+		time.Sleep(cfg.MinInterval)
+		s.set(eps[0], 93, 93, 0)
+		s.set(eps[1], 77, 77, 0)
+		s.set(eps[2], 93, 93, 0)
+		for range cfg.PlateauRounds + 1 {
+			look()
 		}
-		// Past it, etcd-2 is due again; the others, with the history they
-		// held before on top of their dense files (13 % above their new
-		// floors, 86), are not.
-		time.Sleep(15 * time.Minute)
-		s.set(eps[0], 97, 97, 0)
-		s.set(eps[2], 97, 97, 0)
-		compaction(d, 2*time.Minute)
-		if got := s.takeDefragged(); fmt.Sprint(got) != fmt.Sprint(eps[1:2]) {
-			t.Fatalf("defragmented %v, want %v only", got, eps[1])
+		s.set(eps[1], 78, 78, 2)
+		for range cfg.PlateauRounds {
+			look()
 		}
+		look(eps[1])
 	})
 }
 
