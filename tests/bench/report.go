@@ -70,9 +70,12 @@ type EtcdStage struct {
 	PutBytesPerSec  float64 `json:"putBytesPerSec"` // key+value bytes put
 	WALBytesPerSec  float64 `json:"walBytesPerSec"` // etcd_disk_wal_write_bytes_total
 	DiskBytesPerSec float64 `json:"diskWriteBytesPerSec"`
-	DBSize          float64 `json:"dbSizeBytes"`
+	DBSize          float64 `json:"dbSizeBytes"` // at the end of the stage
 	DBSizeInUse     float64 `json:"dbSizeInUseBytes"`
-	Keys            float64 `json:"keys"`
+	// DBSizePeak is the largest file size sampled during the stage (every
+	// 5 s): a defragmentation can shrink the file before the stage ends.
+	DBSizePeak float64 `json:"dbSizePeakBytes"`
+	Keys       float64 `json:"keys"`
 }
 
 // Latency of renewal acks (seconds).
@@ -177,6 +180,8 @@ type TimelinePoint struct {
 	Ready      int                `json:"ready"`
 	Unknown    int                `json:"unknown"`
 	Cores      map[string]float64 `json:"cores"`
+	// DBSize is etcd's file size, sampled every 5 s (0 in between).
+	DBSize float64 `json:"etcdDbSizeBytes,omitempty"`
 }
 
 // Marker is a labelled instant of the run (stage boundaries, kill, restart).
@@ -360,7 +365,7 @@ func (r *Report) Markdown(w io.Writer, chartPath string) {
 			parts = append(parts, fmt.Sprintf("etcd disk writes (WAL+bbolt, /proc io) %s/s", fbytes(s.Etcd.DiskBytesPerSec)))
 		}
 		if s.Etcd.DBSizeInUse > 0 {
-			parts = append(parts, fmt.Sprintf("etcd db %s (%s in use), %s keys", fbytes(s.Etcd.DBSize), fbytes(s.Etcd.DBSizeInUse), fnum(s.Etcd.Keys, 0)))
+			parts = append(parts, fmt.Sprintf("etcd db %s (%s in use; peak %s), %s keys", fbytes(s.Etcd.DBSize), fbytes(s.Etcd.DBSizeInUse), fbytes(s.Etcd.DBSizePeak), fnum(s.Etcd.Keys, 0)))
 		}
 		if d := s.Detection; d != nil {
 			parts = append(parts, fmt.Sprintf("killed %d, Unknown %d (%d within grace + 2 s); past grace min %s / median %s / max %s; after SIGKILL min %s / median %s / max %s",

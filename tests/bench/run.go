@@ -324,7 +324,7 @@ func (r *runner) sampler(ctx context.Context) {
 	var prevWriter uint64
 	prevSim := map[string][]PromBucket{}
 	var prevWH HistSnapshot
-	var silentSince time.Time
+	var silentSince, dbAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -332,9 +332,18 @@ func (r *runner) sampler(ctx context.Context) {
 		case <-t.C:
 		}
 		now := time.Now()
+		var db float64
+		if now.Sub(dbAt) >= 5*time.Second {
+			// The stage's end shows the file after any defragmentation;
+			// its peak needs samples in between.
+			dbAt = now
+			if m := r.scrape(ctx, r.etcdURL+"/metrics"); m != nil {
+				db = m.Value("etcd_mvcc_db_total_size_in_bytes")
+			}
+		}
 		cpu, rss, _ := r.sampleProcs()
 		v := r.obs.Snapshot()
-		pt := TimelinePoint{T: now.Sub(r.start).Seconds(), Attached: v.Attached, Ready: v.Ready, Unknown: v.Unknown, Cores: map[string]float64{}, AckP99: math.NaN()}
+		pt := TimelinePoint{T: now.Sub(r.start).Seconds(), Attached: v.Attached, Ready: v.Ready, Unknown: v.Unknown, Cores: map[string]float64{}, AckP99: math.NaN(), DBSize: db}
 		if prev != nil {
 			dt := now.Sub(prev.at).Seconds()
 			for k, c := range cpu {
@@ -405,6 +414,20 @@ func (r *runner) sampler(ctx context.Context) {
 		prev = &snap{at: now, cpu: cpu}
 		prevRenew = v.Renewals
 	}
+}
+
+// dbPeak is the largest etcd file size the sampler saw between from and to.
+func (r *runner) dbPeak(from, to time.Time) float64 {
+	lo, hi := from.Sub(r.start).Seconds(), to.Sub(r.start).Seconds()
+	r.tlMu.Lock()
+	defer r.tlMu.Unlock()
+	var peak float64
+	for _, p := range r.timeline {
+		if p.T >= lo && p.T <= hi {
+			peak = max(peak, p.DBSize)
+		}
+	}
+	return peak
 }
 
 func addBuckets(a, b []PromBucket) []PromBucket {
@@ -1081,6 +1104,7 @@ func (r *runner) addStage(name, system string, nodes int, a, b *snap, pre *snap)
 			DBSize: b.etcd.Value("etcd_mvcc_db_total_size_in_bytes"), DBSizeInUse: b.etcd.Value("etcd_mvcc_db_total_size_in_use_in_bytes"),
 			Keys: b.etcd.Value("etcd_debugging_mvcc_keys_total")}
 		s.Etcd.DiskBytesPerSec = float64(b.written["etcd"]-a.written["etcd"]) / dt
+		s.Etcd.DBSizePeak = max(s.Etcd.DBSize, r.dbPeak(a.at, b.at))
 	}
 	if pre != nil && b.view.Attached > 0 {
 		s.BytesPerNode = float64(b.rss["collector"]-pre.rss["collector"]) / float64(b.view.Attached)
