@@ -223,15 +223,9 @@ func (c *Compactor) lead(ctx context.Context, done <-chan struct{}) {
 	}
 }
 
-// compact compacts to rev, observed one interval before cur.
+// compact compacts to rev, observed one interval before cur (lead has
+// already dropped revisions above cur: the store went back in time).
 func (c *Compactor) compact(ctx context.Context, rev, cur int64) {
-	if rev > cur {
-		// The store went back in time (restored from a snapshot): the old
-		// revision means nothing there; start over from cur.
-		c.rounds.WithLabelValues(ResultFuture).Inc()
-		c.lg.Warn("etcd's revision went back; not compacting this round", zap.Int64("remembered", rev), zap.Int64("current", cur))
-		return
-	}
 	start := time.Now()
 	err := c.store.Compact(ctx, rev)
 	if (err == nil || errors.Is(err, nodestore.ErrCompacted)) && c.cfg.Compacted != nil {
