@@ -2,7 +2,6 @@ package etcdstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
 
@@ -52,9 +51,6 @@ func (s *Store) MemberStatus(ctx context.Context, endpoint string) (MemberStatus
 	resp, err := s.ctl.Status(ctx, endpoint)
 	if err != nil {
 		return MemberStatus{}, fmt.Errorf("etcd status of %s: %w", endpoint, err)
-	}
-	if resp.Header == nil {
-		return MemberStatus{}, fmt.Errorf("etcd status of %s: %w", endpoint, errors.New("answer without a header"))
 	}
 	return MemberStatus{Leader: resp.Leader, DBSize: resp.DbSize, DBSizeInUse: resp.DbSizeInUse}, nil
 }
