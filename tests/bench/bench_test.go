@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodepulse/nodepulse/services/procutil"
 )
 
 func TestPercentileAndSummary(t *testing.T) {
@@ -292,8 +294,9 @@ func TestSimMemoryLimit(t *testing.T) {
 		t.Errorf("negative: %d MiB, want 0 (the simulator's default)", got)
 	}
 	c.SimMemoryLimitMiB = 0
-	if got := c.simMemoryLimitMiB(100000); got < 100000*40>>10 {
-		t.Errorf("auto: %d MiB, want a quarter of the machine, at least 40 KiB per node", got)
+	half := procutil.MemTotal() / 2 >> 20
+	if got := c.simMemoryLimitMiB(100000); got < 100000*40>>10 || got < half {
+		t.Errorf("auto: %d MiB, want half the machine (%d MiB), at least 40 KiB per node", got, half)
 	}
 }
 

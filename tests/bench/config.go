@@ -52,7 +52,13 @@ never fails on timing: it exits non-zero only when the plumbing breaks
 (a process dies, nodes never attach, an observer cannot connect).
 
 PROFILE=1 (or --profile) fetches a CPU profile and a heap profile of every
-process for each stage into --out/profiles (go tool pprof -top <file>).`
+process for each stage into --out/profiles (go tool pprof -top <file>).
+
+Every child runs with GODEBUG=gctrace=1 (unless GODEBUG already sets
+gctrace): the report lists each stage's garbage collections of the
+collector, the monitor and the simulators, shades the collector's and the
+simulators' on the chart, and gives the ack latency over the seconds none of
+those two touched (plus 1 s), beside the stage's own.`
 
 // Config of a benchmark run.
 type Config struct {
@@ -89,8 +95,8 @@ type Config struct {
 	LogLevel      string
 	SimNice       int
 	// SimMemoryLimitMiB: the simulators run with GC off below this soft
-	// limit, shared by node count (0: a quarter of the machine's memory, at
-	// least 40 KiB per node; negative: the simulator's own GC default).
+	// limit, shared by node count (0: half the machine's memory, at least
+	// 40 KiB per node; negative: the simulator's own GC default).
 	SimMemoryLimitMiB int64
 	Title             string
 	Quick             bool
@@ -130,7 +136,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.WaitLoad, "wait-load", 0, "before starting, wait until the 1-minute load average is below this (0: do not wait)")
 	fs.DurationVar(&c.WaitLoadMax, "wait-load-max", 10*time.Minute, "give up waiting for a low load after this, and run anyway (the report says so)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level of collector and monitor (the simulators log at warn)")
-	fs.Int64Var(&c.SimMemoryLimitMiB, "sim-memory-limit-mib", 0, "the simulators (the load generator) run with Go's GC off, collecting only near a soft memory limit of this many MiB, shared between them by node count (0: a quarter of the machine's memory, at least 40 KiB per virtual node; negative: the simulator's default GC target, 400). Their collections otherwise stall the load they offer for seconds, and the run reports that as the system's latency: 100,000 virtual nodes in one process are not 100,000 reporters")
+	fs.Int64Var(&c.SimMemoryLimitMiB, "sim-memory-limit-mib", 0, "the simulators (the load generator) run with Go's GC off, collecting only near a soft memory limit of this many MiB, shared between them by node count (0: half the machine's memory, at least 40 KiB per virtual node; negative: the simulator's default GC target, 400). Their collections otherwise stall the load they offer for seconds, and the run reports that as the system's latency: 100,000 virtual nodes in one process are not 100,000 reporters")
 	fs.IntVar(&c.SimNice, "sim-nice", 0, "scheduling niceness of the simulator processes (-20..19; below 0 needs root or CAP_SYS_NICE, and is skipped with a warning without): a load generator that has to wait for CPU sends its due renewals late and in bursts, and the offered load is then not the flat one the run asks for")
 	fs.StringVar(&c.Title, "title", "", "title of the report (default derived from N and connections)")
 	fs.BoolVar(&c.KeepEtcdData, "keep-etcd-data", false, "keep etcd's data directory (<out>/etcd-data) after a successful run, to inspect what the run left in the database (a failed run always keeps it)")
@@ -213,23 +219,28 @@ func (c *Config) KillCount() int {
 
 // simMemoryLimitMiB is the soft memory limit of a simulator of n nodes,
 // under which it runs with GC off (0: keep its default GC target). A
-// simulator never collects until it nears the limit: at 100,000 nodes it
-// allocates ~4 GB in a full run, so with a quarter of a 24 GiB machine its
-// first collection comes after the steady stage, if at all. At 250,000 a
-// quarter left it 2 GB above its ~3.8 GB of heap and stacks, and it
-// collected every 21 s; so the automatic limit is at least 40 KiB per
-// virtual node.
+// simulator never collects until it nears the limit, and each collection
+// of 90,000 virtual nodes stalls them all for 1-4 s. It allocates ~10 MB/s
+// at 100,000 nodes (~1 KB per renewal, most of it building the 5-minute
+// status re-sends with the real setters), so a quarter of a 24 GiB machine
+// brought its first collection at ~430-450 s: inside a standard run's kill
+// stage, and every ~400 s of a longer hold. Half the machine moves it past
+// a standard run and to ~1,000 s of a long one; the collector (~2 GB), the
+// monitor (~2 GB) and etcd (<0.5 GB) fit in the other half at 100,000
+// nodes. At 250,000 a quarter left it 2 GB above its ~3.8 GB of heap and
+// stacks, and it collected every 21 s; so the automatic limit is at least
+// 40 KiB per virtual node.
 func (c *Config) simMemoryLimitMiB(n int) int64 {
 	total := c.SimMemoryLimitMiB
 	switch {
 	case total < 0:
 		return 0
 	case total == 0:
-		quarter := procutil.MemTotal() / 4 >> 20
-		if quarter <= 0 {
+		half := procutil.MemTotal() / 2 >> 20
+		if half <= 0 {
 			return 0 // unknown machine: keep the default
 		}
-		total = max(quarter, int64(c.Nodes)*40>>10)
+		total = max(half, int64(c.Nodes)*40>>10)
 	}
 	return max(total*int64(n)/int64(max(c.Nodes, 1)), 512)
 }
