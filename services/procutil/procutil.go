@@ -26,26 +26,39 @@ type Proc struct {
 	Name string    // as given to Start; names the log file
 	Cmd  *exec.Cmd // the started command
 	Log  string    // path of the file with the child's stdout and stderr
-	done chan struct{}
-	err  error
+	// Started is when the child was started, just before exec: what a Go
+	// child's runtime counts its own clock from (gctrace's @ times).
+	Started time.Time
+	done    chan struct{}
+	err     error
 }
 
 // Start starts bin with args, stdout and stderr to logDir/name.log. The
 // child gets its own process group and is SIGKILLed if the parent dies.
 func Start(name, logDir, bin string, args ...string) (*Proc, error) {
+	return StartEnv(name, logDir, bin, nil, args...)
+}
+
+// StartEnv is Start with env added to the parent's environment (later
+// entries win, as in exec.Cmd.Env).
+func StartEnv(name, logDir, bin string, env []string, args ...string) (*Proc, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s (%s): %w", name, bin, err)
 	}
-	p := &Proc{Name: name, Cmd: cmd, Log: logPath, done: make(chan struct{})}
+	p := &Proc{Name: name, Cmd: cmd, Log: logPath, Started: started, done: make(chan struct{})}
 	go func() { p.err = cmd.Wait(); f.Close(); close(p.done) }()
 	return p, nil
 }

@@ -16,7 +16,9 @@ func (r *runner) finish() {
 	r.report.Markers = r.markers
 	r.report.Problems = append(r.report.Problems, r.problems...)
 	r.report.Profiles = r.profiles
+	samples := r.ackSamples
 	r.tlMu.Unlock()
+	r.addGC(samples)
 	r.report.Compare = CompareStages(r.report)
 	r.report.Goals = EvaluateGoals(r.report)
 }
@@ -130,7 +132,14 @@ func EvaluateGoals(r *Report) []Goal {
 		at10k := c.Cores * 10000 / steady.RenewalsPS
 		add("collector CPU at 10,000 renewals/s", "≤ 0.5 core", fmt.Sprintf("%.2f core (%.2f at %s/s)", at10k, c.Cores, fnum(steady.RenewalsPS, 0)), yes(at10k <= 0.5))
 	}
-	add("renewal ack p99", "≤ 10 ms", fmt.Sprintf("%s (p50 %s)", fdur(steady.Ack.P99), fdur(steady.Ack.P50)), yes(steady.Ack.P99 <= 0.010))
+	ack := fmt.Sprintf("%s (p50 %s)", fdur(steady.Ack.P99), fdur(steady.Ack.P50))
+	if gs := steady.GC; gs != nil && gs.OutsideAck != nil && gs.ExcludedSeconds > 0 {
+		// Judged over the whole stage; what the seconds without a cycle of
+		// the collector or the load generator saw says what the cycles cost.
+		ack += fmt.Sprintf("; p99 %s over the seconds no GC cycle touched (left out: %.0f s of cycles and the %.0f s after each; %s)",
+			fdur(gs.OutsideAck.P99), gs.ExcludedSeconds, gcPad, gs.gcCounts(ackRoles))
+	}
+	add("renewal ack p99", "≤ 10 ms", ack, yes(steady.Ack.P99 <= 0.010))
 	e := steady.Etcd
 	add("etcd write Txns/s, steady", "≤ 50", fmt.Sprintf("%.1f/s", e.ProposalsPerSec), scale(e.ProposalsPerSec <= 50))
 	add("etcd bytes written/s, steady", "≤ 100 KB/s", fmt.Sprintf("%s/s WAL (%s/s key+value put)", fbytes(e.WALBytesPerSec), fbytes(e.PutBytesPerSec)),

@@ -143,6 +143,7 @@ type Stage struct {
 	MonitorHealthWrites float64               `json:"monitorHealthWrites,omitempty"`
 	FalseUnknownSamples []string              `json:"falseUnknownSamples,omitempty"`
 	EtcdKeys            map[string]int        `json:"etcdKeysByPrefix,omitempty"`
+	GC                  *GCStage              `json:"gc,omitempty"`
 	Note                string                `json:"note,omitempty"`
 }
 
@@ -382,6 +383,14 @@ func (r *Report) Markdown(w io.Writer, chartPath string) {
 		}
 		if s.Errors > 0 {
 			parts = append(parts, fmt.Sprintf("%s write errors", fnum(s.Errors, 0)))
+		}
+		if g := s.GC; g != nil && len(g.Cycles) > 0 {
+			gc := "GC cycles: " + g.gcCounts(nil)
+			if g.OutsideAck != nil && g.ExcludedSeconds > 0 {
+				gc += fmt.Sprintf("; ack p50 %s, p99 %s over the seconds no cycle of the collector or a simulator touched (%.0f s left out: the cycles and %.0f s after each)",
+					fdur(g.OutsideAck.P50), fdur(g.OutsideAck.P99), g.ExcludedSeconds, gcPad)
+			}
+			parts = append(parts, gc)
 		}
 		if s.Note != "" {
 			parts = append(parts, s.Note)

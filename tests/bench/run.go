@@ -46,13 +46,16 @@ type runner struct {
 	procMu sync.Mutex
 	procs  map[string][]*procutil.Proc // every incarnation, by role
 
-	tlMu      sync.Mutex
-	timeline  []TimelinePoint
-	markers   []Marker
-	rssMax    map[string]int64
-	problems  []string
-	profiles  []string
-	profileWG sync.WaitGroup
+	tlMu     sync.Mutex
+	timeline []TimelinePoint
+	// ackSamples: the simulators' ack histogram per sample interval, for
+	// the split of each stage around GC cycles (gcStage).
+	ackSamples []ackSample
+	markers    []Marker
+	rssMax     map[string]int64
+	problems   []string
+	profiles   []string
+	profileWG  sync.WaitGroup
 	// stallDumps counts the feed stalls dumped so far (dumpStall).
 	stallDumps int
 
@@ -184,7 +187,7 @@ func (r *runner) startProc(role, bin string, args ...string) (*procutil.Proc, er
 	if n > 0 {
 		logName = fmt.Sprintf("%s-%d", role, n+1)
 	}
-	p, err := procutil.Start(logName, r.logDir, bin, args...)
+	p, err := procutil.StartEnv(logName, r.logDir, bin, gctraceEnv(), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -376,6 +379,13 @@ func (r *runner) sampler(ctx context.Context) {
 		}
 		if len(merged) > 0 {
 			pt.AckP99 = PromQuantile(0.99, merged)
+			dt := r.cfg.Sample.Seconds()
+			if prev != nil {
+				dt = now.Sub(prev.at).Seconds()
+			}
+			r.tlMu.Lock()
+			r.ackSamples = append(r.ackSamples, ackSample{T: pt.T, DT: dt, Buckets: merged})
+			r.tlMu.Unlock()
 		}
 		if r.alive("writer") {
 			if ws := r.writerStats(ctx); ws != nil {
