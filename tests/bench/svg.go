@@ -104,7 +104,8 @@ func Chart(r *Report) string {
 			// The GC cycles of the processes on a renewal's path, as a
 			// strip along the bottom: the ack tail lines up with them.
 			colors := map[string]string{"collector": "#e377c2", "sim": "#17becf", "sim-kill": "#17becf"}
-			for _, c := range r.gcCycles() {
+			cycles := r.gcCycles()
+			for _, c := range cycles {
 				col, ok := colors[c.Role]
 				if !ok {
 					continue
@@ -113,8 +114,10 @@ func Chart(r *Report) string {
 				fmt.Fprintf(&b, `<rect x="%.1f" y="%.0f" width="%.1f" height="8" fill="%s" fill-opacity="0.8"><title>%s GC %s</title></rect>`+"\n",
 					x0, y0+panelH-8, math.Max(x(c.End())-x0, 1.5), col, html.EscapeString(c.Role), fdur(c.Seconds))
 			}
-			fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="#e377c2">GC: collector</text>`+"\n", left+6, y0+panelH-12)
-			fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="#17becf">GC: load generator</text>`+"\n", left+90, y0+panelH-12)
+			if len(cycles) > 0 {
+				fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="#e377c2">GC: collector</text>`+"\n", left+6, y0+panelH-12)
+				fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="#17becf">GC: load generator</text>`+"\n", left+90, y0+panelH-12)
+			}
 		}
 		// series
 		lx := left + pw - 10
