@@ -79,10 +79,10 @@ func (c GCCycle) End() float64 { return c.Start + c.Seconds }
 //	gc 48 @311.223s 4%: 1.1+1645+0.21 ms clock, 2.2+1815/830/0+0.42 ms cpu, 943->961->444 MB, 1079 MB goal, 428 MB stacks, 0 MB globals, 2 P
 var gcLine = regexp.MustCompile(`^gc \d+ @([0-9.]+)s \d+%: ([0-9.]+)\+([0-9.]+)\+([0-9.]+) ms clock, [0-9.]+\+([0-9.]+)/([0-9.]+)/([0-9.]+)\+[0-9.]+ ms cpu, ([0-9]+)->[0-9]+->[0-9]+ MB(?:, [0-9]+ MB goal, ([0-9]+) MB stacks)?`)
 
-// parseGCTrace reads the gctrace lines of one process's log. started is
+// ParseGCTrace reads the gctrace lines of one process's log. started is
 // when the process started, in seconds since the start of the run (a Go
 // runtime counts @ from its own start).
-func parseGCTrace(r io.Reader, role string, started float64) []GCCycle {
+func ParseGCTrace(r io.Reader, role string, started float64) []GCCycle {
 	var out []GCCycle
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -116,7 +116,7 @@ func readGCTrace(path, role string, started float64) []GCCycle {
 		return nil
 	}
 	defer f.Close()
-	return parseGCTrace(f, role, started)
+	return ParseGCTrace(f, role, started)
 }
 
 // gcOverlaps reports whether the sample interval (t-dt, t] touches a cycle

@@ -17,7 +17,7 @@ gc 50 not a cycle line
 `
 
 func TestParseGCTrace(t *testing.T) {
-	got := parseGCTrace(strings.NewReader(gctraceLog), "collector", 0.6)
+	got := ParseGCTrace(strings.NewReader(gctraceLog), "collector", 0.6)
 	if len(got) != 2 {
 		t.Fatalf("got %d cycles, want 2: %+v", len(got), got)
 	}
