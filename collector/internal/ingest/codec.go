@@ -38,6 +38,10 @@ type offStackCodec struct{ base encoding.CodecV2 }
 func (c offStackCodec) Name() string { return c.base.Name() }
 
 func (c offStackCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if rb, ok := v.(*recvBuf); ok && data.Len() == 0 {
+		rb.empty = true // a renewal (see recvBuf); the loop fills it in
+		return nil
+	}
 	if data.Len() < offStackBytes && len(data) == 1 {
 		switch m := v.(type) {
 		case *recvBuf: // a Report stream's loop

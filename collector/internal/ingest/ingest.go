@@ -116,6 +116,7 @@ var (
 	errDrained         = errors.New("collector drained")
 	errRegisterTimeout = errors.New("no Register in time")
 	errHandlerReturned = errors.New("report handler returned")
+	errAcksUnread      = errors.New("reporter does not read its acks")
 )
 
 // Server implements CollectorService.
@@ -139,6 +140,7 @@ type Server struct {
 	streams map[string]*stream
 
 	refusals refusalLog
+	acks     *ackSenders
 }
 
 // New builds the server.
@@ -152,6 +154,7 @@ func New(cfg Config, p *persist.Persister, table *live.Table, lg *zap.Logger, re
 		return nil, err
 	}
 	s := &Server{cfg: cfg, lg: lg.Named("ingest").WithOptions(zap.WrapCore(sampleNodeLines)), p: p, table: table, m: m, now: time.Now, streams: map[string]*stream{}, phases: newPhases()}
+	s.acks = newAckSenders(s)
 	if cfg.Insecure {
 		s.lg.Warn("Report streams are NOT authenticated (--grpc.insecure): any caller may report for any node name; development only")
 	}
@@ -398,7 +401,7 @@ func (s *Server) registerTimeout(st *stream) {
 // at once, so a pending Recv returns.
 func (st *stream) endFromServer() {
 	switch cause := st.endCause(); {
-	case errors.Is(cause, errSuperseded), errors.Is(cause, errDrained), errors.Is(cause, errRegisterTimeout):
+	case errors.Is(cause, errSuperseded), errors.Is(cause, errDrained), errors.Is(cause, errRegisterTimeout), errors.Is(cause, errAcksUnread):
 	default:
 		return // the client or the connection ended it: Recv returns by itself
 	}
@@ -416,6 +419,8 @@ func (s *Server) streamEnd(st *stream, err error) error {
 		return status.Error(codes.Unavailable, "collector drained: reconnect to another collector")
 	case errors.Is(cause, errRegisterTimeout):
 		return status.Errorf(codes.DeadlineExceeded, "register: no Register within %s of opening the stream", s.cfg.RegisterTimeout)
+	case errors.Is(cause, errAcksUnread):
+		return status.Errorf(codes.ResourceExhausted, "node %q: an ack waited %s to be sent (the reporter does not read its stream): reconnect", st.name, ackStuckAfter)
 	case errors.Is(cause, errHandlerReturned) || cause == nil:
 		return err
 	default: // the client cancelled or the connection broke
@@ -458,7 +463,7 @@ func (s *Server) serve(st *stream, timer *time.Timer) error {
 	// Deferred, so a panic in the loop (recovered by the interceptor) still
 	// detaches the stream.
 	defer func() { s.detach(st, s.streamEnd(st, err)) }()
-	err = s.loop(st)
+	err = s.loop(st, rq.seq)
 	return err
 }
 
@@ -583,7 +588,7 @@ func (s *Server) attach(st *stream, rq *registration) error {
 	st.ref, _ = s.table.Ref(name, st.gen)
 	s.mu.Unlock()
 
-	ack := &collectorv1.Ack{Seq: rq.seq, Durable: true, Node: res.Node, CollectorId: s.cfg.CollectorID}
+	ack := &collectorv1.Ack{Seq: rq.seq, Durable: true, Node: res.Node, CollectorId: s.cfg.CollectorID, EmptyRenewals: true}
 	if s.cfg.RenewPhases {
 		st.phaseConn = connKey(ctx)
 		ph := s.phases.acquire(st.phaseConn)

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"time"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -77,9 +78,30 @@ func scalars(b []byte, out []uint64, seen []bool, sub protowire.Number) (msg []b
 // assists that stall renewals). Nothing keeps a decoded message past
 // handle: a status report hands on only its NodeStatus, which the general
 // codec allocates anew each time.
+//
+// empty is set for an empty message, which the collector's Register ack
+// (empty_renewals) lets a reporter send as a lease renewal once it has sent
+// one LeaseRenewal on the stream: the loop fills req in (emptyRenewal). An
+// empty message is the one gRPC receives without allocating on the
+// stream's goroutine (grpc-go makes a slice per message only for a
+// non-empty payload), and that goroutine allocating nothing per renewal is
+// what keeps renewals from paying for the GC's marking (acksend.go).
 type recvBuf struct {
 	req   collectorv1.ReportRequest
 	lease leaseRequest
+	empty bool
+}
+
+// emptyRenewal makes req the lease renewal an empty message stands for.
+func (rb *recvBuf) emptyRenewal(seq uint64, at time.Time, seconds int32) {
+	x := &rb.lease
+	x.ts.Seconds, x.ts.Nanos = at.Unix(), int32(at.Nanosecond())
+	x.lease.RenewTime = &x.ts
+	x.lease.LeaseDurationSeconds = seconds
+	x.oneof.Lease = &x.lease
+	rb.req.Reset()
+	rb.req.Seq = seq
+	rb.req.Message = &x.oneof
 }
 
 // decodeLease decodes b into m when b is a lease renewal in the fields

@@ -67,6 +67,8 @@ type conn struct {
 	lim          bucket
 	lastSeq      uint64
 	lastRenew    time.Time
+	lastSeconds  int32     // the last renewal's lease duration, for empty ones
+	lastArrival  time.Time // this collector's clock when the last renewal arrived
 	lastSlowDown time.Time
 	renewed      bool
 }
@@ -74,14 +76,24 @@ type conn struct {
 // loop serves an attached stream until the reporter ends it or a message
 // ends it; server-side ends are the handler's (see stream). Each message
 // is processed inline; status writes go to the stream's status writer.
-func (s *Server) loop(st *stream) error {
-	c := &conn{s: s, st: st, lim: bucket{tokens: float64(s.cfg.MessageBurst), last: s.now()}}
+func (s *Server) loop(st *stream, registerSeq uint64) error {
+	c := &conn{s: s, st: st, lim: bucket{tokens: float64(s.cfg.MessageBurst), last: s.now()}, lastSeq: registerSeq}
 	for {
 		if err := st.srv.RecvMsg(&c.rb); err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil // the reporter closed its side on purpose
 			}
 			return endErr(err)
+		}
+		if c.rb.empty {
+			c.rb.empty = false
+			if !c.renewed {
+				if err := c.refuseEmpty(); err != nil {
+					return err
+				}
+				continue
+			}
+			c.rb.emptyRenewal(c.lastSeq+1, c.emptyRenewTime(s.now()), c.lastSeconds)
 		}
 		if err := c.handle(&c.rb.req); err != nil {
 			return err
@@ -126,6 +138,8 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 			return c.refuseInvalid("lease", seq, l)
 		}
 		c.lastRenew = msg.Lease.GetRenewTime().AsTime()
+		c.lastSeconds = msg.Lease.GetLeaseDurationSeconds()
+		c.lastArrival = now
 		if !st.ref.Renew(c.lastRenew, msg.Lease.GetLeaseDurationSeconds()) {
 			return status.Errorf(codes.Aborted, "node %q is no longer attached to this stream", st.name)
 		}
@@ -134,7 +148,8 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 			s.p.Attach(st.name, st.gen, st.leaseFresh)
 		}
 		s.m.leaseOK.Inc()
-		return s.ackLease(st, seq)
+		s.acks.send(st, seq) // not from this goroutine: see acksend.go
+		return nil
 	case *collectorv1.ReportRequest_Status:
 		var l validation.List
 		onFreshStack(func() { l = validation.StatusReport(msg.Status, now, s.cfg.Limits) }) // deep: off the stream's stack
@@ -171,6 +186,26 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 		s.m.validation.WithLabelValues("message").Inc()
 		return c.refuse(seq, codes.InvalidArgument, "message", "must be one of register, lease, status, leaving", 0)
 	}
+}
+
+// refuseEmpty answers an empty message sent before any lease renewal on
+// the stream: there is no duration to renew with.
+func (c *conn) refuseEmpty() error {
+	c.lastSeq++
+	c.s.m.messages.WithLabelValues("lease", "invalid").Inc()
+	c.s.m.validation.WithLabelValues("message").Inc()
+	return c.refuse(c.lastSeq, codes.InvalidArgument, "message", "an empty message renews the lease only after a lease renewal on this stream", 0)
+}
+
+// emptyRenewTime dates an empty renewal: the previous renewal's time plus
+// what this collector measured between their arrivals. So it stays on the
+// reporter's clock, as its LeaseRenewals are, and always advances: dated by
+// the collector's own clock instead, a reporter whose clock is ahead of
+// it by more than a renewal interval (validation allows a minute) would
+// send renewals that do not advance, and the monitors would count the
+// node's grace from the last one that did.
+func (c *conn) emptyRenewTime(now time.Time) time.Time {
+	return c.lastRenew.Add(max(0, now.Sub(c.lastArrival)))
 }
 
 func (c *conn) refuseSeq(m *collectorv1.ReportRequest) error {

@@ -38,7 +38,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"reason"}),
 		detached: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodepulse_collector_streams_detached_total",
-			Help: "Registered Report streams that ended, by gRPC code of what ended them (OK: the reporter closed its side; Canceled: the reporter or its connection went away; Aborted: superseded by a newer stream).",
+			Help: "Registered Report streams that ended, by gRPC code of what ended them (OK: the reporter closed its side; Canceled: the reporter or its connection went away; Aborted: superseded by a newer stream; ResourceExhausted: an ack to it could not be sent for 10 s, its reporter does not read).",
 		}, []string{"code"}),
 		waiting: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nodepulse_collector_waiting_total",

@@ -59,9 +59,10 @@ type stream struct {
 	leaseFresh time.Time // persist.Registered.LeaseFresh, for the first checkpoint
 
 	// sendTok holds one token; whoever takes it may call srv.Send.
-	sendTok chan struct{}
-	closed  atomic.Bool // the handler returns: no Send may start
-	first   atomic.Bool // the first message arrived (register timeout)
+	sendTok  chan struct{}
+	ackShard uint8       // the sender of its lease acks (acksend.go)
+	closed   atomic.Bool // the handler returns: no Send may start
+	first    atomic.Bool // the first message arrived (register timeout)
 
 	mu       sync.Mutex
 	out      []*collectorv1.ReportResponse // commands waiting to be sent (≤ SendQueue)
@@ -89,7 +90,7 @@ var errStreamClosed = errors.New("stream closed")
 const sendDrainWait = 250 * time.Millisecond
 
 func newStream(s *Server, srv collectorv1.CollectorService_ReportServer) *stream {
-	st := &stream{s: s, srv: srv, ctx: srv.Context(), sendTok: make(chan struct{}, 1)}
+	st := &stream{s: s, srv: srv, ctx: srv.Context(), sendTok: make(chan struct{}, 1), ackShard: s.acks.shard()}
 	st.sendTok <- struct{}{}
 	return st
 }

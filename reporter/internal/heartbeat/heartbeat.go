@@ -353,8 +353,12 @@ type session struct {
 	minLease, minStatus time.Duration
 	// phase is the collector's renewal phase (Ack.renew_phase), when
 	// hasPhase.
-	phase           float64
-	hasPhase        bool
+	phase    float64
+	hasPhase bool
+	// emptyOK: the collector takes empty renewals (Ack.empty_renewals);
+	// leased: a LeaseRenewal went out on this stream, so the next renewal
+	// may be empty.
+	emptyOK, leased bool
 	leaseT, statusT *time.Timer
 	fastT           *time.Timer
 	reconnectT      *time.Timer
@@ -405,6 +409,7 @@ func (c *Client) session(ctx context.Context) (registered bool, err error) {
 	// may carry the monitor's Unknown overrides), not against our memory.
 	s.old = proto.CloneOf(ack.GetNode().GetStatus())
 	s.trustStored(time.Now())
+	s.emptyOK = ack.GetEmptyRenewals()
 	if ack.RenewPhase != nil {
 		if p := ack.GetRenewPhase(); p >= 0 && p < 1 {
 			s.phase, s.hasPhase = p, true
@@ -417,7 +422,9 @@ func (c *Client) session(ctx context.Context) (registered bool, err error) {
 
 func (s *session) send(kind string, req *collectorv1.ReportRequest) error {
 	s.seq++
-	req.Seq = s.seq
+	if req != &emptyRenewal { // its seq is implied: the previous one's plus one
+		req.Seq = s.seq
+	}
 	s.acks[s.seq] = pending{kind: kind, sentAt: time.Now()}
 	if err := s.stream.Send(req); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -548,13 +555,25 @@ func (s *session) loop(ctx context.Context, recv <-chan recvResult) error {
 	}
 }
 
+// renew sends a lease renewal: an empty message once the stream carried
+// a LeaseRenewal and the collector takes empty ones (collector.proto); the
+// collector dates it on arrival and keeps the lease duration it was sent.
 func (s *session) renew() error {
 	s.c.metrics.LeaseRenewals.Inc()
-	return s.send("lease", &collectorv1.ReportRequest{Message: &collectorv1.ReportRequest_Lease{Lease: &collectorv1.LeaseRenewal{
+	if s.emptyOK && s.leased {
+		return s.send("lease", &emptyRenewal)
+	}
+	err := s.send("lease", &collectorv1.ReportRequest{Message: &collectorv1.ReportRequest_Lease{Lease: &collectorv1.LeaseRenewal{
 		RenewTime:            timestamppb.Now(),
 		LeaseDurationSeconds: s.c.cfg.LeaseDurationSeconds,
 	}}})
+	s.leased = s.leased || err == nil
+	return err
 }
+
+// emptyRenewal is the empty ReportRequest that renews a lease; never
+// written to, it stays empty.
+var emptyRenewal collectorv1.ReportRequest
 
 // trustStored counts a report as this session's last one, so that a
 // reconnect (the collector restarted, the connection broke) sends a status

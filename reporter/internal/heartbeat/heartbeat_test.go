@@ -79,6 +79,9 @@ type memCollector struct {
 	queue time.Duration
 	// phase: the Register ack's renew_phase, when set.
 	phase *float64
+	// empty: the Register ack's empty_renewals; an empty request is then
+	// recorded as "empty" and acked with the seq after the previous one.
+	empty bool
 }
 
 func (c *memCollector) dial(ctx context.Context) (Stream, error) {
@@ -87,16 +90,22 @@ func (c *memCollector) dial(ctx context.Context) (Stream, error) {
 	c.streams = append(c.streams, s)
 	c.mu.Unlock()
 	go func() {
+		var lastSeq uint64
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case req := <-s.reqs:
 				kind := "?"
-				ack := &collectorv1.Ack{Seq: req.GetSeq()}
+				seq := req.GetSeq()
+				if seq == 0 && req.GetMessage() == nil && c.empty {
+					kind, seq = "empty", lastSeq+1
+				}
+				lastSeq = seq
+				ack := &collectorv1.Ack{Seq: seq}
 				switch req.GetMessage().(type) {
 				case *collectorv1.ReportRequest_Register:
-					kind, ack.Node, ack.RenewPhase = "register", c.node, c.phase
+					kind, ack.Node, ack.RenewPhase, ack.EmptyRenewals = "register", c.node, c.phase, c.empty
 				case *collectorv1.ReportRequest_Lease:
 					kind = "lease"
 				case *collectorv1.ReportRequest_Status:
@@ -248,6 +257,30 @@ func TestLeaseOncePerIntervalWithinJitter(t *testing.T) {
 			t.Errorf("last message %s, want leaving", k)
 		}
 	})
+}
+
+// Renewals after the stream's first are empty when the collector offers
+// it (Ack.empty_renewals), and full LeaseRenewals when it does not (an
+// older collector).
+func TestEmptyRenewalsOnlyWhenOffered(t *testing.T) {
+	for _, offered := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			col, n := &memCollector{empty: offered}, newNode()
+			stop := start(t, testConfig(), col, n)
+			time.Sleep(100 * time.Second)
+			stop()
+			full, empty := len(col.times("lease")), len(col.times("empty"))
+			if len(col.streams) != 1 {
+				t.Fatalf("offered %v: %d streams, want 1 (no renewal refused)", offered, len(col.streams))
+			}
+			switch {
+			case offered && (full != 1 || empty < 9):
+				t.Fatalf("offered: %d LeaseRenewals and %d empty renewals in 100 s, want 1 and ~10", full, empty)
+			case !offered && (full < 10 || empty != 0):
+				t.Fatalf("not offered: %d LeaseRenewals and %d empty renewals in 100 s, want ~10 and 0", full, empty)
+			}
+		})
+	}
 }
 
 func TestStatusOnlyOnChangeOrReportFrequency(t *testing.T) {

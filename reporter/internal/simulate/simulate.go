@@ -116,6 +116,10 @@ type vnode struct {
 	// hasPhase; renewals then follow it as the real reporter's do.
 	phase    float64
 	hasPhase bool
+	// emptyOK: the collector takes empty renewals (Ack.empty_renewals);
+	// leased: a LeaseRenewal went out on this stream, so the next renewal
+	// may be empty, as the real reporter's are.
+	emptyOK, leased bool
 	// Condition state, as a real reporter keeps it in memory: it survives
 	// reconnects (so the status sent after a re-registration equals the
 	// stored one except for heartbeat times, and costs the collector no
@@ -423,6 +427,7 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 	if p := resp.GetAck().RenewPhase; p != nil && *p >= 0 && *p < 1 {
 		ev.phase, ev.hasPhase = *p, true
 	}
+	ev.emptyOK = resp.GetAck().GetEmptyRenewals()
 	c.post(ev)
 	defer func() {
 		setFlag(&n.flags, flagConnected, false)
@@ -613,6 +618,7 @@ type event struct {
 	// evRegistered: the renewal phase the Register ack assigned, if any.
 	phase    float64
 	hasPhase bool
+	emptyOK  bool // evRegistered: Ack.empty_renewals
 }
 
 // item is a due action in a scheduler's heap.
@@ -777,6 +783,7 @@ func (c *conn) handle(e event) {
 	case evRegistered:
 		n.stream, n.gen, n.seq = e.stream, e.gen, 1
 		n.phase, n.hasPhase = e.phase, e.hasPhase
+		n.emptyOK, n.leased = e.emptyOK, false
 		if n.bootTime == 0 || n.flags.Load()&flagReboot != 0 {
 			setFlag(&n.flags, flagReboot, false)
 			n.sentStatus, n.memSent = false, false
@@ -807,12 +814,18 @@ func (c *conn) handle(e event) {
 	}
 }
 
+// emptyRenewal is the empty ReportRequest that renews a lease (see
+// collector.proto): never written to, it stays empty.
+var emptyRenewal collectorv1.ReportRequest
+
 func (c *conn) send(n *vnode, req *collectorv1.ReportRequest) bool {
 	if n.flags.Load()&flagPartitioned != 0 {
 		return false
 	}
 	n.seq++
-	req.Seq = n.seq
+	if req != &emptyRenewal { // its seq is implied: the previous one's plus one
+		req.Seq = n.seq
+	}
 	// A failed Send means the stream broke; the receive goroutine sees it
 	// too and reconnects.
 	return n.stream.Send(req) == nil
@@ -862,7 +875,11 @@ func (c *conn) lease(i int, n *vnode, now time.Time, registered bool, due int64)
 	req.GetLease().LeaseDurationSeconds = s.cfg.LeaseDurationSeconds
 	c.leaseTime.Seconds, c.leaseTime.Nanos = now.Unix(), int32(now.Nanosecond())
 	n.leaseSentAt.Store(now.UnixNano())
+	if n.emptyOK && n.leased {
+		req = &emptyRenewal
+	}
 	if c.send(n, req) {
+		n.leased = true
 		n.leaseSeq.Store(n.seq)
 		s.m.renewals.Inc()
 	}

@@ -29,6 +29,16 @@ type ReportRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Seq numbers messages on the stream, increasing; the Ack for this
 	// message carries the same number.
+	//
+	// An empty ReportRequest (no field set: zero bytes on the wire) is a
+	// lease renewal, when the collector's Register ack set empty_renewals and
+	// a LeaseRenewal was sent on this stream before: its seq is the previous
+	// message's plus one, its renew_time the previous renewal's plus the
+	// time the collector measured between their arrivals (so it stays on the
+	// reporter's clock), its lease_duration_seconds the previous renewal's. A renewal
+	// is the one message every node sends every 10 s, and an empty one costs
+	// the collector no allocation on the stream's goroutine (see
+	// docs/contracts.md, "Empty renewals").
 	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
 	// The message.
 	//
@@ -519,7 +529,12 @@ type Ack struct {
 	// process renewing many nodes over one connection (a simulator, a
 	// multi-node agent, a proxy) sends each group's renewals together: one
 	// read and one write for several renewals instead of one each.
-	RenewPhase    *float64 `protobuf:"fixed64,7,opt,name=renew_phase,json=renewPhase,proto3,oneof" json:"renew_phase,omitempty"`
+	RenewPhase *float64 `protobuf:"fixed64,7,opt,name=renew_phase,json=renewPhase,proto3,oneof" json:"renew_phase,omitempty"`
+	// EmptyRenewals (Register acks only): this collector takes an empty
+	// ReportRequest as a lease renewal (see ReportRequest.seq). A reporter
+	// sends empty renewals only to a collector that said so, so reporters
+	// and collectors of different versions work together.
+	EmptyRenewals bool `protobuf:"varint,8,opt,name=empty_renewals,json=emptyRenewals,proto3" json:"empty_renewals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -601,6 +616,13 @@ func (x *Ack) GetRenewPhase() float64 {
 		return *x.RenewPhase
 	}
 	return 0
+}
+
+func (x *Ack) GetEmptyRenewals() bool {
+	if x != nil {
+		return x.EmptyRenewals
+	}
+	return false
 }
 
 // Error is a refused request: a gRPC status code, the field at fault and why.
@@ -1036,7 +1058,7 @@ const file_nodepulse_collector_v1_collector_proto_rawDesc = "" +
 	"\x0eReportResponse\x12/\n" +
 	"\x03ack\x18\x01 \x01(\v2\x1b.nodepulse.collector.v1.AckH\x00R\x03ack\x12;\n" +
 	"\acommand\x18\x02 \x01(\v2\x1f.nodepulse.collector.v1.CommandH\x00R\acommandB\t\n" +
-	"\amessage\"\xa8\x02\n" +
+	"\amessage\"\xcf\x02\n" +
 	"\x03Ack\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x123\n" +
 	"\x05error\x18\x02 \x01(\v2\x1d.nodepulse.collector.v1.ErrorR\x05error\x12:\n" +
@@ -1046,7 +1068,8 @@ const file_nodepulse_collector_v1_collector_proto_rawDesc = "" +
 	"\x04node\x18\x05 \x01(\v2\x17.nodepulse.node.v1.NodeR\x04node\x12!\n" +
 	"\fcollector_id\x18\x06 \x01(\tR\vcollectorId\x12$\n" +
 	"\vrenew_phase\x18\a \x01(\x01H\x00R\n" +
-	"renewPhase\x88\x01\x01B\x0e\n" +
+	"renewPhase\x88\x01\x01\x12%\n" +
+	"\x0eempty_renewals\x18\b \x01(\bR\remptyRenewalsB\x0e\n" +
 	"\f_renew_phase\"K\n" +
 	"\x05Error\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\rR\x04code\x12\x14\n" +
