@@ -60,8 +60,11 @@ const (
 	ackStuckAfter = 10 * time.Second
 )
 
+// maxAckSenders bounds the senders (a stream's is a uint8 index).
+const maxAckSenders = 64
+
 func newAckSenders(s *Server) *ackSenders {
-	return &ackSenders{s: s, shards: make([]ackShard, max(4, 2*runtime.GOMAXPROCS(0)))}
+	return &ackSenders{s: s, shards: make([]ackShard, min(maxAckSenders, max(4, 2*runtime.GOMAXPROCS(0))))}
 }
 
 // shard picks a new stream's sender, round robin.
