@@ -87,7 +87,7 @@ func (a *ackSenders) start() {
 		sh.q = make(chan ackJob, ackQueueDepth)
 		go a.run(sh)
 	}
-	go a.watch(a.s.now, time.Second)
+	go a.watch()
 }
 
 func (a *ackSenders) run(sh *ackShard) {
@@ -102,11 +102,11 @@ func (a *ackSenders) run(sh *ackShard) {
 }
 
 // watch ends the stream of any Send blocked for ackStuckAfter.
-func (a *ackSenders) watch(now func() time.Time, every time.Duration) {
-	t := time.NewTicker(every)
+func (a *ackSenders) watch() {
+	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for range t.C {
-		a.check(now())
+		a.check(a.s.now())
 	}
 }
 
@@ -117,7 +117,10 @@ func (a *ackSenders) check(now time.Time) {
 		if since == 0 || now.Sub(time.Unix(0, since)) < ackStuckAfter {
 			continue
 		}
-		if st := sh.cur.Load(); st != nil && !st.ending() {
+		st := sh.cur.Load()
+		// since again: the stuck Send may have returned and the next one
+		// begun between the two loads, and that one's stream is not stuck.
+		if st != nil && sh.since.Load() == since && !st.ending() {
 			a.s.lg.Warn("ending a stream whose reporter does not read it: an ack could not be sent", zapNode(st.name), zap.Duration("waited", now.Sub(time.Unix(0, since))))
 			st.end(errAcksUnread) // counted in streams_detached_total{code="ResourceExhausted"}
 		}
