@@ -4,15 +4,35 @@
 package quantity
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/big"
+	"math/bits"
 	"strconv"
 	"strings"
 )
 
-// Quantity is an exact, non-negative-or-negative rational amount.
-type Quantity struct{ r *big.Rat }
+// Quantity is an exact rational amount.
+//
+// Nearly every quantity a node reports is n/d with n an int64 and d one of
+// 1, 10^3, 10^6, 10^9: a whole number times a suffix, or a count of milli-,
+// micro- or nano-units. Those are held as the two integers, the rest as a
+// big.Rat, so parsing and comparing the dozen quantities of every status
+// report (the collector checks one per node every five minutes) makes no
+// garbage.
+type Quantity struct {
+	r    *big.Rat // the value, when it is not small
+	n, d int64    // the value n/d when r is nil; d == 0 (the zero Quantity) reads as 1
+}
+
+// den is the small form's denominator.
+func (q Quantity) den() int64 {
+	if q.d == 0 {
+		return 1
+	}
+	return q.d
+}
 
 var suffixes = map[string]*big.Rat{
 	"":   big.NewRat(1, 1),
@@ -46,11 +66,11 @@ func Parse(s string) (Quantity, error) {
 	if !ok {
 		return Quantity{}, fmt.Errorf("%q is not a quantity (want e.g. 4, 500m, 16Gi, 1e3)", s)
 	}
-	if r, ok := small(digits, suf); ok {
+	if n, d, ok := small(digits, suf); ok {
 		if neg {
-			r.Neg(r)
+			n = -n
 		}
-		return Quantity{r: r}, nil
+		return Quantity{n: n, d: d}, nil
 	}
 	num, ok := new(big.Rat).SetString(digits)
 	if !ok {
@@ -139,31 +159,31 @@ var smallMultipliers = map[string]int64{
 // smallDivisors are the suffixes whose value is a fraction 1/d.
 var smallDivisors = map[string]int64{"m": 1e3, "u": 1e6, "n": 1e9}
 
-// small is the common case without big-number parsing: a whole number of
-// at most 18 digits times a suffix, when the product fits an int64. ok is
-// false for everything else (fractions, exponents, huge values), which
-// the exact path handles.
-func small(num, suf string) (*big.Rat, bool) {
+// small is the common case without big numbers: a whole number of at most
+// 18 digits times a suffix, as n/d. ok is false for everything else
+// (decimal points, exponents, products past an int64), which the exact path
+// handles.
+func small(num, suf string) (n, d int64, ok bool) {
 	if len(num) > 18 {
-		return nil, false
+		return 0, 0, false
 	}
 	var v int64
 	for i := 0; i < len(num); i++ {
 		if !isDigit(num[i]) {
-			return nil, false // a fraction
+			return 0, 0, false // a fraction
 		}
 		v = v*10 + int64(num[i]-'0')
 	}
 	if m, ok := smallMultipliers[suf]; ok {
 		if v > math.MaxInt64/m {
-			return nil, false
+			return 0, 0, false
 		}
-		return new(big.Rat).SetInt64(v * m), true
+		return v * m, 1, true
 	}
 	if d, ok := smallDivisors[suf]; ok {
-		return big.NewRat(v, d), true
+		return v, d, true
 	}
-	return nil, false
+	return 0, 0, false
 }
 
 func abs(v int64) int64 {
@@ -183,21 +203,66 @@ func MustParse(s string) Quantity {
 }
 
 // FromInt64 returns n units.
-func FromInt64(n int64) Quantity { return Quantity{r: new(big.Rat).SetInt64(n)} }
+func FromInt64(n int64) Quantity { return Quantity{n: n, d: 1} }
 
-// rat returns the value, zero for the zero Quantity.
+// rat returns the value as a big.Rat, which callers only read: for a big
+// value it is q's own.
 func (q Quantity) rat() *big.Rat {
 	if q.r == nil {
-		return new(big.Rat)
+		return big.NewRat(q.n, q.den())
 	}
 	return q.r
 }
 
 // Cmp compares q and o: -1, 0 or +1.
-func (q Quantity) Cmp(o Quantity) int { return q.rat().Cmp(o.rat()) }
+func (q Quantity) Cmp(o Quantity) int {
+	if q.r == nil && o.r == nil {
+		return cmpSmall(q.n, q.den(), o.n, o.den())
+	}
+	return q.rat().Cmp(o.rat())
+}
+
+// cmpSmall compares an/ad with bn/bd (ad, bd > 0) by cross-multiplying in
+// 128 bits, where the products cannot overflow.
+func cmpSmall(an, ad, bn, bd int64) int {
+	sa, sb := sign(an), sign(bn)
+	if sa != sb || sa == 0 {
+		return cmp.Compare(sa, sb)
+	}
+	ah, al := bits.Mul64(magnitude(an), uint64(bd))
+	bh, bl := bits.Mul64(magnitude(bn), uint64(ad))
+	c := cmp.Compare(ah, bh)
+	if c == 0 {
+		c = cmp.Compare(al, bl)
+	}
+	return c * sa
+}
+
+func sign(v int64) int {
+	switch {
+	case v < 0:
+		return -1
+	case v > 0:
+		return 1
+	}
+	return 0
+}
+
+// magnitude is |v|, also for math.MinInt64.
+func magnitude(v int64) uint64 {
+	if v < 0 {
+		return -uint64(v)
+	}
+	return uint64(v)
+}
 
 // Sign is -1, 0 or +1.
-func (q Quantity) Sign() int { return q.rat().Sign() }
+func (q Quantity) Sign() int {
+	if q.r == nil {
+		return sign(q.n)
+	}
+	return q.r.Sign()
+}
 
 // Add returns q+o.
 func (q Quantity) Add(o Quantity) Quantity { return Quantity{r: new(big.Rat).Add(q.rat(), o.rat())} }
@@ -227,6 +292,9 @@ func (q Quantity) MilliValue() (int64, bool) {
 // divides them exactly when they are at least 1Ki and a multiple of 1024,
 // else plain digits; fractions use "m" when exact in thousandths, else "n".
 func (q Quantity) String() string {
+	if q.r == nil && q.n != math.MinInt64 {
+		return smallFracString(q.n, q.den())
+	}
 	r := q.rat()
 	if r.IsInt() && r.Num().IsInt64() && r.Num().Int64() != math.MinInt64 {
 		return smallString(r.Num().Int64())
@@ -254,6 +322,29 @@ func smallString(n int64) string {
 	}
 	return strconv.FormatInt(n, 10)
 }
+
+// smallFracString is String of n/d in int64 arithmetic, d being 1, 10^3,
+// 10^6 or 10^9: bigString's choice of suffix without its allocations.
+func smallFracString(n, d int64) string {
+	if n%d == 0 {
+		return smallString(n / d)
+	}
+	for _, u := range fracUnits {
+		// The first unit fine enough to count n/d in whole units. Units
+		// run from coarse to fine and d is one of them, so per ≤ d here.
+		if step := d / u.per; n%step == 0 {
+			return strconv.FormatInt(n/step, 10) + u.s
+		}
+	}
+	panic("quantity: denominator is not 1, 10^3, 10^6 or 10^9") // small makes no other
+}
+
+// fracUnits are the suffixes of fractions, from the coarsest; per is how
+// many make one.
+var fracUnits = []struct {
+	s   string
+	per int64
+}{{"m", 1e3}, {"u", 1e6}, {"n", 1e9}}
 
 // bigString is String for any value.
 func bigString(r *big.Rat) string {
@@ -289,4 +380,4 @@ func bigString(r *big.Rat) string {
 func Bytes(n int64) string { return FromInt64(n).String() }
 
 // Milli formats thousandths of a unit (CPU millicores: 1500 -> "1500m", 2000 -> "2").
-func Milli(n int64) string { return Quantity{r: big.NewRat(n, 1000)}.String() }
+func Milli(n int64) string { return Quantity{n: n, d: 1000}.String() }

@@ -1,6 +1,11 @@
 package quantity
 
-import "testing"
+import (
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"testing"
+)
 
 func TestParseAndCompare(t *testing.T) {
 	cases := []struct {
@@ -17,6 +22,10 @@ func TestParseAndCompare(t *testing.T) {
 		{"0", "0m", 0},
 		{"-1", "0", -1},
 		{".5", "500m", 0},
+		{"4", "3920m", 1},
+		{"-2", "-1", -1},
+		{"1Ei", "1E", 1},
+		{"9223372036854775807", "1Ei", 1},
 	}
 	for _, c := range cases {
 		a, err := Parse(c.a)
@@ -110,4 +119,69 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSmallQuantitiesAllocateNothing: the collector parses and compares a
+// dozen quantities in every status report it checks; the ones reporters
+// send (whole numbers with a suffix, milli-units) make no garbage.
+func TestSmallQuantitiesAllocateNothing(t *testing.T) {
+	var z Quantity
+	got := testing.AllocsPerRun(100, func() {
+		a, err1 := Parse("16318080Ki")
+		b, err2 := Parse("1Ei")
+		c, err3 := Parse("3920m")
+		d, err4 := Parse("4")
+		if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
+			t.Fatal("parse failed")
+		}
+		if a.Cmp(b) >= 0 || b.Cmp(a) <= 0 || z.Cmp(a) >= 0 || a.Cmp(a) != 0 || c.Cmp(d) >= 0 || d.Cmp(c) <= 0 || c.Sign() <= 0 {
+			t.Fatal("wrong order")
+		}
+	})
+	if got != 0 {
+		t.Fatalf("parsing and comparing small quantities allocates %.0f times, want 0", got)
+	}
+	if z.Cmp(FromInt64(0)) != 0 || z.Sign() != 0 || z.String() != "0" {
+		t.Fatal("the zero Quantity is not 0")
+	}
+}
+
+// TestSmallFormsAgreeWithBig: the int64 forms print, compare and round as
+// the exact big.Rat arithmetic does.
+func TestSmallFormsAgreeWithBig(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	dens := []int64{1, 1e3, 1e6, 1e9}
+	pick := func() (int64, int64) {
+		d := dens[r.IntN(len(dens))]
+		var n int64
+		switch r.IntN(4) {
+		case 0:
+			n = r.Int64N(2000) - 1000
+		case 1:
+			n = r.Int64N(1e12) * []int64{1, 1000, 1024, 1e6}[r.IntN(4)]
+		case 2:
+			n = r.Int64() - r.Int64()
+		default:
+			n = []int64{0, 1, -1, math.MaxInt64, -math.MaxInt64, math.MinInt64}[r.IntN(6)]
+		}
+		return n, d
+	}
+	for range 200_000 {
+		an, ad := pick()
+		bn, bd := pick()
+		a, b := Quantity{n: an, d: ad}, Quantity{n: bn, d: bd}
+		ra, rb := big.NewRat(an, ad), big.NewRat(bn, bd)
+		if got, want := a.Cmp(b), ra.Cmp(rb); got != want {
+			t.Fatalf("Cmp(%d/%d, %d/%d) = %d, want %d", an, ad, bn, bd, got, want)
+		}
+		if got, want := a.Sign(), ra.Sign(); got != want {
+			t.Fatalf("Sign(%d/%d) = %d, want %d", an, ad, got, want)
+		}
+		if got, want := a.String(), (Quantity{r: ra}).String(); got != want {
+			t.Fatalf("String(%d/%d) = %s, want %s", an, ad, got, want)
+		}
+		if back := MustParse(a.String()); back.Cmp(a) != 0 {
+			t.Fatalf("String(%d/%d) = %s does not parse back", an, ad, a.String())
+		}
+	}
 }

@@ -103,15 +103,17 @@ func Resources(field string, m map[string]string, lim Limits) List {
 		return List{fieldErr(field, "must have at most %d resources (got %d)", lim.MaxResources, len(m))}
 	}
 	var l List
-	for _, k := range sortedKeys(m) {
-		f := field + "[" + k + "]"
-		if e := QualifiedName(f, k); e != nil {
-			l.add(fieldErr(f, "resource name: %s", e.Reason))
+	for k, v := range m {
+		if e := QualifiedName("", k); e != nil {
+			l.add(fieldErr(field+"["+k+"]", "resource name: %s", e.Reason))
 			continue
 		}
-		l.add(Quantity(f, k, m[k]))
+		if e := Quantity("", k, v); e != nil {
+			e.Field = field + "[" + k + "]"
+			l.add(e)
+		}
 	}
-	return l
+	return l.sorted() // one error per key: by key, as a sorted walk would find them
 }
 
 // TaintEffects are the accepted taint effects.
@@ -240,23 +242,23 @@ func Condition(field string, c *nodev1.NodeCondition, now time.Time, lim Limits)
 		return List{fieldErr(field, "must not be null")}
 	}
 	var l List
-	l.add(QualifiedName(field+".type", c.GetType()))
+	l.add(QualifiedName(".type", c.GetType()))
 	if !slices.Contains(ConditionStatuses, c.GetStatus()) {
-		l.add(fieldErr(field+".status", "%q is not one of True, False, Unknown", truncate(c.GetStatus())))
+		l.add(fieldErr(".status", "%q is not one of True, False, Unknown", truncate(c.GetStatus())))
 	}
 	if len(c.GetReason()) > lim.MaxReasonLength {
-		l.add(fieldErr(field+".reason", "must be no more than %d characters (got %d)", lim.MaxReasonLength, len(c.GetReason())))
+		l.add(fieldErr(".reason", "must be no more than %d characters (got %d)", lim.MaxReasonLength, len(c.GetReason())))
 	}
 	if len(c.GetMessage()) > lim.MaxMessageLength {
-		l.add(fieldErr(field+".message", "must be no more than %d characters (got %d)", lim.MaxMessageLength, len(c.GetMessage())))
+		l.add(fieldErr(".message", "must be no more than %d characters (got %d)", lim.MaxMessageLength, len(c.GetMessage())))
 	}
 	if c.LastHeartbeatTime != nil {
-		l.add(Timestamp(field+".lastHeartbeatTime", c.GetLastHeartbeatTime(), now, lim.MaxClockSkew))
+		l.add(Timestamp(".lastHeartbeatTime", c.GetLastHeartbeatTime(), now, lim.MaxClockSkew))
 	}
 	if c.LastTransitionTime != nil {
-		l.add(Timestamp(field+".lastTransitionTime", c.GetLastTransitionTime(), now, lim.MaxClockSkew))
+		l.add(Timestamp(".lastTransitionTime", c.GetLastTransitionTime(), now, lim.MaxClockSkew))
 	}
-	return l
+	return l.within(field)
 }
 
 // Conditions checks a bounded condition list with unique types.
@@ -267,12 +269,14 @@ func Conditions(field string, cs []*nodev1.NodeCondition, now time.Time, lim Lim
 	var l List
 	seen := map[string]bool{}
 	for i, c := range cs {
-		f := field + "[" + strconv.Itoa(i) + "]"
-		l = append(l, Condition(f, c, now, lim)...)
+		lc := Condition("", c, now, lim)
 		if seen[c.GetType()] {
-			l.add(fieldErr(f+".type", "duplicate condition type %q", truncate(c.GetType())))
+			lc.add(fieldErr(".type", "duplicate condition type %q", truncate(c.GetType())))
 		}
 		seen[c.GetType()] = true
+		if len(lc) > 0 {
+			l = append(l, lc.within(index(field, i))...)
+		}
 	}
 	return l
 }
@@ -311,13 +315,15 @@ func Addresses(field string, as []*nodev1.NodeAddress, lim Limits) List {
 	var l List
 	seen := map[[2]string]bool{}
 	for i, a := range as {
-		f := field + "[" + strconv.Itoa(i) + "]"
-		l = append(l, Address(f, a)...)
+		la := Address("", a)
 		id := [2]string{a.GetType(), a.GetAddress()}
 		if seen[id] {
-			l.add(fieldErr(f, "duplicate address %s %s", a.GetType(), truncate(a.GetAddress())))
+			la.add(fieldErr("", "duplicate address %s %s", a.GetType(), truncate(a.GetAddress())))
 		}
 		seen[id] = true
+		if len(la) > 0 {
+			l = append(l, la.within(index(field, i))...)
+		}
 	}
 	return l
 }
@@ -344,25 +350,27 @@ func NodeStatus(field string, s *nodev1.NodeStatus, now time.Time, lim Limits) L
 		return List{fieldErr(field, "must be set")}
 	}
 	var l List
-	l = append(l, Resources(field+".capacity", s.GetCapacity(), lim)...)
-	l = append(l, Resources(field+".allocatable", s.GetAllocatable(), lim)...)
+	l = append(l, Resources(".capacity", s.GetCapacity(), lim)...)
+	l = append(l, Resources(".allocatable", s.GetAllocatable(), lim)...)
 	// Allocatable is capacity minus reservations: more allocatable than
 	// capacity would let schedulers over-commit the machine.
-	for _, k := range sortedKeys(s.GetAllocatable()) {
+	var over List
+	for k, a := range s.GetAllocatable() {
 		c, ok := s.GetCapacity()[k]
 		if !ok {
 			continue
 		}
-		qa, ea := quantity.Parse(s.GetAllocatable()[k])
+		qa, ea := quantity.Parse(a)
 		qc, ec := quantity.Parse(c)
 		if ea == nil && ec == nil && qa.Cmp(qc) > 0 {
-			l.add(fieldErr(field+".allocatable["+k+"]", "%s exceeds capacity %s", s.GetAllocatable()[k], c))
+			over.add(fieldErr(".allocatable["+k+"]", "%s exceeds capacity %s", a, c))
 		}
 	}
-	l = append(l, Conditions(field+".conditions", s.GetConditions(), now, lim)...)
-	l = append(l, Addresses(field+".addresses", s.GetAddresses(), lim)...)
+	l = append(l, over.sorted()...)
+	l = append(l, Conditions(".conditions", s.GetConditions(), now, lim)...)
+	l = append(l, Addresses(".addresses", s.GetAddresses(), lim)...)
 	if p := s.GetDaemonEndpoints().GetReporterEndpoint().GetPort(); p < 0 || p > 65535 {
-		l.add(fieldErr(field+".daemonEndpoints.reporterEndpoint.Port", "%d is not a port number (0-65535)", p))
+		l.add(fieldErr(".daemonEndpoints.reporterEndpoint.Port", "%d is not a port number (0-65535)", p))
 	}
 	if ni := s.GetNodeInfo(); ni != nil {
 		for _, kv := range []struct{ name, v string }{
@@ -372,11 +380,11 @@ func NodeStatus(field string, s *nodev1.NodeStatus, now time.Time, lim Limits) L
 			{"operatingSystem", ni.GetOperatingSystem()}, {"architecture", ni.GetArchitecture()},
 		} {
 			if len(kv.v) > lim.MaxInfoLength {
-				l.add(fieldErr(field+".nodeInfo."+kv.name, "must be no more than %d characters (got %d)", lim.MaxInfoLength, len(kv.v)))
+				l.add(fieldErr(".nodeInfo."+kv.name, "must be no more than %d characters (got %d)", lim.MaxInfoLength, len(kv.v)))
 			}
 		}
 	}
-	return l
+	return l.within(field)
 }
 
 func sortedKeys(m map[string]string) []string {

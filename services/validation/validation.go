@@ -13,6 +13,8 @@ package validation
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -57,6 +59,30 @@ func (l *List) add(e *FieldError) {
 		*l = append(*l, e)
 	}
 }
+
+// within prefixes the path of every error in l with parent and returns l.
+//
+// Why: composite checks (a status, its conditions, its resources) run their
+// parts with paths relative to the part (".type", "[3]") and build a full
+// path only for a part that fails. The collector checks a status report of
+// every node every five minutes and nearly all pass; concatenating a path
+// per field checked was a quarter of the garbage of checking one.
+func (l List) within(parent string) List {
+	for _, e := range l {
+		e.Field = parent + e.Field
+	}
+	return l
+}
+
+// sorted orders l by field path, for checks that walk a map: the order
+// errors are reported in stays stable without sorting every map checked.
+func (l List) sorted() List {
+	slices.SortStableFunc(l, func(a, b *FieldError) int { return strings.Compare(a.Field, b.Field) })
+	return l
+}
+
+// index is the path of element i of field, e.g. "status.conditions[2]".
+func index(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }
 
 func fieldErr(field, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}

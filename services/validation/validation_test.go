@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -295,6 +296,18 @@ func TestStatusReport(t *testing.T) {
 		{"address", func(s *nodev1.NodeStatus) { s.Addresses[0].Address = "999.1.1.1" }, "status.addresses[0].address"},
 		{"port", func(s *nodev1.NodeStatus) { s.DaemonEndpoints.ReporterEndpoint.Port = 70000 }, "status.daemonEndpoints.reporterEndpoint.Port"},
 		{"node info", func(s *nodev1.NodeStatus) { s.NodeInfo.KernelVersion = strings.Repeat("x", 300) }, "status.nodeInfo.kernelVersion"},
+		{"resource name", func(s *nodev1.NodeStatus) { s.Capacity["bad name!"] = "1" }, "status.capacity[bad name!]"},
+		{"condition type", func(s *nodev1.NodeStatus) { s.Conditions[0].Type = "" }, "status.conditions[0].type"},
+		{"duplicate condition", func(s *nodev1.NodeStatus) { s.Conditions[1].Type = "MemoryPressure" }, "status.conditions[1].type"},
+		{"heartbeat in the future", func(s *nodev1.NodeStatus) { s.Conditions[1].LastHeartbeatTime = ts(now.Add(time.Hour)) }, "status.conditions[1].lastHeartbeatTime"},
+		{"null condition", func(s *nodev1.NodeStatus) { s.Conditions[1] = nil }, "status.conditions[1]"},
+		{"duplicate address", func(s *nodev1.NodeStatus) { s.Addresses[1] = s.Addresses[0] }, "status.addresses[1]"},
+		{"address type", func(s *nodev1.NodeStatus) { s.Addresses[1].Type = "Elsewhere" }, "status.addresses[1].type"},
+		{"too many conditions", func(s *nodev1.NodeStatus) {
+			for len(s.Conditions) <= lim.MaxConditions {
+				s.Conditions = append(s.Conditions, s.Conditions[0])
+			}
+		}, "status.conditions"},
 	}
 	for _, c := range cases {
 		s := validStatus()
@@ -302,6 +315,19 @@ func TestStatusReport(t *testing.T) {
 		check(t, "Status/"+c.name, StatusReport(&collectorv1.StatusReport{Status: s}, now, lim).Err(), c.field)
 	}
 	check(t, "Status/missing", StatusReport(&collectorv1.StatusReport{}, now, lim).Err(), "status")
+
+	// Maps are walked in random order; their errors come out by key.
+	s := validStatus()
+	s.Capacity["zz.example.com/b"], s.Capacity["aa.example.com/a"], s.Capacity["mm.example.com/c"] = "-1", "x", "-2"
+	l := StatusReport(&collectorv1.StatusReport{Status: s}, now, lim)
+	var got []string
+	for _, e := range l {
+		got = append(got, e.Field)
+	}
+	want := []string{"status.capacity[aa.example.com/a]", "status.capacity[mm.example.com/c]", "status.capacity[zz.example.com/b]"}
+	if !slices.Equal(got, want) {
+		t.Errorf("fields %v, want %v", got, want)
+	}
 }
 
 func TestRegister(t *testing.T) {

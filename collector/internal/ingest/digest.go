@@ -3,9 +3,9 @@ package ingest
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"hash"
 	"slices"
 	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 
@@ -36,14 +36,25 @@ type statusDigest [sha256.Size]byte
 // digestOf returns the digest of st (nil has its own); ok is false when st
 // could not be encoded, and then no digest may stand for it.
 func digestOf(st *nodev1.NodeStatus) (d statusDigest, ok bool) {
-	w := digestWriter{h: sha256.New()}
+	bp := digestBufs.Get().(*[]byte)
+	w := digestWriter{b: (*bp)[:0]}
+	w.status(st)
+	d, ok = w.sum(), !w.failed
+	*bp = w.b[:0] // keep what it grew to
+	digestBufs.Put(bp)
+	return d, ok
+}
+
+// status writes the canonical encoding of st.
+func (w *digestWriter) status(st *nodev1.NodeStatus) {
 	if st == nil {
 		w.byte(0)
-		return w.sum(), true
+		return
 	}
 	w.byte(1)
 
-	conds := slices.Clone(st.GetConditions())
+	var sorted [8]*nodev1.NodeCondition // the four well-known ones and a few custom, without a heap copy
+	conds := append(sorted[:0], st.GetConditions()...)
 	slices.SortStableFunc(conds, func(x, y *nodev1.NodeCondition) int { return strings.Compare(x.GetType(), y.GetType()) })
 	w.uint(uint64(len(conds)))
 	for _, c := range conds {
@@ -69,31 +80,35 @@ func digestOf(st *nodev1.NodeStatus) (d statusDigest, ok bool) {
 	}
 	w.message(st.GetNodeInfo())
 	w.message(st.GetDaemonEndpoints())
-	return w.sum(), !w.failed
 }
 
+// digestWriter lays the canonical encoding out in one buffer, hashed once
+// at the end: writing to a hash.Hash field by field converted every string
+// to a fresh []byte (the interface call lets it escape), most of the
+// garbage of a status report the collector finds unchanged.
 type digestWriter struct {
-	h      hash.Hash
-	buf    [binary.MaxVarintLen64]byte
+	b      []byte
 	failed bool
 }
 
-func (w *digestWriter) byte(b byte) { w.buf[0] = b; w.h.Write(w.buf[:1]) }
-func (w *digestWriter) uint(v uint64) {
-	w.h.Write(binary.AppendUvarint(w.buf[:0], v))
-}
+// digestBufs keeps encoding buffers between digests: a status encodes to
+// ~1 KB, and the collector digests one per node every five minutes.
+var digestBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+func (w *digestWriter) byte(b byte)   { w.b = append(w.b, b) }
+func (w *digestWriter) uint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
 
 // str writes s length-prefixed, so no two sequences of strings collide.
 func (w *digestWriter) str(s string) {
 	w.uint(uint64(len(s)))
-	w.h.Write([]byte(s))
+	w.b = append(w.b, s...)
 }
 
 // quantities writes a resource map by sorted key, each value in canonical
 // form when that form is exact (so "4" and "4000m" agree), else verbatim
 // and marked as such (equal strings still agree, as in StatusChanged).
 func (w *digestWriter) quantities(m map[string]string) {
-	keys := make([]string, 0, len(m))
+	keys := make([]string, 0, 16) // on the stack for a machine's resources
 	for k := range m {
 		keys = append(keys, k)
 	}
@@ -129,18 +144,18 @@ func (w *digestWriter) message(m proto.Message) {
 		w.byte(0)
 		return
 	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	// Presence, then the encoding behind a fixed-width length filled in
+	// once it is known, so the message is marshalled straight into place.
+	w.byte(1)
+	at := len(w.b)
+	w.b = append(w.b, 0, 0, 0, 0)
+	b, err := proto.MarshalOptions{Deterministic: true}.MarshalAppend(w.b, m)
 	if err != nil {
 		w.failed = true // cannot happen for these messages
 		return
 	}
-	w.byte(1)
-	w.uint(uint64(len(b)))
-	w.h.Write(b)
+	binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
+	w.b = b
 }
 
-func (w *digestWriter) sum() statusDigest {
-	var d statusDigest
-	w.h.Sum(d[:0])
-	return d
-}
+func (w *digestWriter) sum() statusDigest { return sha256.Sum256(w.b) }

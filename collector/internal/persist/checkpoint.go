@@ -182,8 +182,10 @@ func (p *Persister) lease(e live.Entry, now time.Time) *nodev1.Lease {
 
 func (p *Persister) checkpointBatch(ctx context.Context, items []dueItem) {
 	now := p.now()
-	var ops []nodestore.Op
-	var written []live.Entry
+	// Sized once: grown by append, the entries were copied over and over,
+	// a share of the collector's steady garbage.
+	ops := make([]nodestore.Op, 0, len(items))
+	written := make([]live.Entry, 0, len(items))
 	for _, it := range items {
 		e, ok := p.table.Get(it.name, it.gen)
 		if !ok {
