@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -98,8 +99,15 @@ type pendingHealth struct {
 
 // Controller runs the lifecycle rules.
 type Controller struct {
-	// passEntries is Pass's list of every node, reused pass after pass.
+	// passEntries is Pass's list of every node, reused pass after pass, as
+	// are passSeen (the names in it), passZones (each zone's Ready statuses,
+	// emptied) and blankHealth (the working record of a node without one;
+	// see judgeLocked). A pass looks at every node every few seconds; built
+	// afresh each time, these were half of the leader's garbage.
 	passEntries []cache.Entry
+	passSeen    map[string]bool
+	passZones   map[string][]string
+	blankHealth nodev1.NodeHealth
 
 	cfg   Config
 	store nodestore.Store
@@ -467,8 +475,18 @@ func (c *Controller) Pass(ctx context.Context) error {
 	entries, cacheRev := c.cache.AppendEntries(c.passEntries[:0])
 	c.passEntries = entries
 	defer clear(c.passEntries)
-	seen := make(map[string]bool, len(entries))
-	zones := map[string][]string{}
+	if c.passSeen == nil {
+		c.passSeen = make(map[string]bool, len(entries))
+	}
+	seen := c.passSeen
+	defer clear(seen)
+	// The zones of the last pass with their slices emptied; a zone left
+	// without nodes is dropped before the disruption states are updated,
+	// which treat a zone that is absent as gone.
+	zones := make(map[string][]string, len(c.passZones))
+	for z, st := range c.passZones {
+		zones[z] = st[:0]
+	}
 	plan := map[string]*healthWrite{}
 	var writes []*healthWrite
 	var pods []podCheck
@@ -509,6 +527,8 @@ func (c *Controller) Pass(ctx context.Context) error {
 		}
 	}
 	c.m.staleHB.Set(float64(stale))
+	maps.DeleteFunc(zones, func(_ string, st []string) bool { return len(st) == 0 })
+	c.passZones = zones
 	writes = c.disruptionLocked(now, entries, cacheRev, zones, plan, writes)
 
 	firstErr := c.writeHealthLocked(ctx, writes, true)
@@ -636,7 +656,17 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 		*stale++
 	}
 
-	h := workingHealth(v.health, name)
+	// A node without a stored record (nearly all of them) starts from the
+	// controller's blank one, refilled here and copied only if it is to be
+	// written: nothing below keeps h past this call but the healthWrite.
+	var h *nodev1.NodeHealth
+	if v.health == nil {
+		proto.Reset(&c.blankHealth)
+		c.blankHealth.NodeName = name
+		h = &c.blankHealth
+	} else {
+		h = workingHealth(v.health, name)
+	}
 	if res.Changed {
 		h.ConditionOverrides = res.Overrides
 		if res.Recovered {
@@ -705,6 +735,9 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 	}
 	if healthEqual(h, stored) {
 		return nil, pods
+	}
+	if h == &c.blankHealth {
+		h = workingHealth(h, name) // its own copy: the blank is refilled for the next node
 	}
 	return &healthWrite{name: name, h: h, baseRev: v.healthRev}, pods
 }

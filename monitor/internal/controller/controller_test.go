@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -416,6 +417,52 @@ func TestMasterDisruptionStopsTainting(t *testing.T) {
 		ctl.mu.Unlock()
 		if !masters {
 			t.Fatal("not in master disruption mode")
+		}
+		cancel()
+		synctest.Wait()
+	})
+}
+
+// TestZoneWithoutNodesIsDropped: a pass reuses the last pass's zone lists;
+// a zone whose last node is deleted must still leave the disruption states,
+// as it did when every pass built its zones afresh.
+func TestZoneWithoutNodesIsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		f := newFleet(t, ctx)
+		f.addNode("a1", "za")
+		f.addNode("a2", "za")
+		f.addNode("b1", "zb")
+		ctl := f.controller("a")
+		go func() { _ = ctl.Run(ctx) }()
+		settle(time.Minute)
+		zones := func() []string {
+			ctl.mu.Lock()
+			defer ctl.mu.Unlock()
+			var names []string
+			for k := range ctl.disruption.States {
+				names = append(names, lifecycle.ZoneName(k))
+			}
+			slices.Sort(names)
+			return names
+		}
+		if got := zones(); !slices.Equal(got, []string{"za", "zb"}) {
+			t.Fatalf("zones %v, want [za zb]", got)
+		}
+		f.setAlive("b1", false)
+		if _, err := f.store.Apply(ctx, nil, nodestore.Delete(nodestore.Nodes, "b1"), nodestore.Delete(nodestore.Statuses, "b1")); err != nil {
+			t.Fatal(err)
+		}
+		settle(time.Minute)
+		if got := zones(); !slices.Equal(got, []string{"za"}) {
+			t.Fatalf("zones after zb's only node was deleted: %v, want [za]", got)
+		}
+		ctl.mu.Lock()
+		za := len(ctl.passZones[lifecycle.ZoneKey(map[string]string{nodemodel.LabelZone: "za"})])
+		ctl.mu.Unlock()
+		if za != 2 {
+			t.Fatalf("za holds %d statuses, want 2 (emptied between passes)", za)
 		}
 		cancel()
 		synctest.Wait()
