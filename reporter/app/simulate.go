@@ -40,7 +40,12 @@ POST lines to --control.listen-address/faults):
   [at <offset>] flap <K|fraction|name> every <d> [for <d>]   alternate stop/start
   [at <offset>] memory-pressure <K|fraction|name> [for <d>]  report MemoryPressure=True
   [at <offset>] partition <K|fraction|name> [for <d>]        stop sending, keep streams open
-GET /stats on the control address shows node counts by state.`
+GET /stats on the control address shows node counts by state.
+
+The admin address serves, beside /metrics and /debug/pprof,
+GET /debug/sendbins?from=<unix ms>&to=<unix ms>: the renewals sent in each
+100 ms between the two, as JSON, e.g.
+  curl "localhost:9192/debug/sendbins?from=$(($(date +%s%3N)-10000))&to=$(date +%s%3N)"`
 
 // SimulateConfig configures "reporter simulate".
 type SimulateConfig struct {
@@ -145,6 +150,9 @@ func RunSimulation(ctx context.Context, cfg SimulateConfig, lg *zap.Logger) erro
 	var g run.Group
 	g.Add("simulation", run.Func(sim.Run))
 	if ad != nil {
+		// The renewals sent per 100 ms, which the benchmark compares with
+		// the same renewals binned by arrival at the collector.
+		ad.Handle("GET /debug/sendbins", sim.SendBinsHandler())
 		g.Add("admin", run.Func(ad.Run))
 	}
 	if cfg.ControlAddress != "" {

@@ -46,6 +46,7 @@ type Server struct {
 	lg     *zap.Logger
 	ln     net.Listener
 	srv    *http.Server
+	mux    *http.ServeMux
 	mu     sync.Mutex
 	checks map[string]func() error
 }
@@ -80,8 +81,13 @@ func New(cfg Config, lg *zap.Logger, gatherer prometheus.Gatherer) (*Server, err
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.mux = mux
 	return s, nil
 }
+
+// Handle serves h at pattern beside the standard endpoints, for what a
+// binary exposes for debugging on its own (call before Run).
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // Addr is the bound address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }

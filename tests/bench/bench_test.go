@@ -154,7 +154,8 @@ func fixedReport() *Report {
 		Ack:        Latency{P50: 0.0011, P99: 0.0042, Max: 0.016, MaxIsBound: true},
 		Procs:      map[string]*ProcStage{"collector": {Cores: 0.4, RSSMax: 2 << 30}, "etcd": {Cores: 0.05}, "monitor": {Cores: 0.1}},
 		TotalCores: 0.55, Etcd: EtcdStage{ProposalsPerSec: 3, WALBytesPerSec: 90e3, PutBytesPerSec: 80e3, DBSize: 80e6},
-		Flatness: &Flatness{Bins: 1500, Mean: 1000, Within20: 1, MaxDeviation: 0.12}, BytesPerNode: 20e3, StatusReports: 100, StatusUnchanged: 100,
+		Flatness:     &Flatness{Bins: 1500, Mean: 1000, Within20: 1, MaxDeviation: 0.12},
+		SentFlatness: &Flatness{Bins: 1500, Mean: 1000, Min: 960, Max: 1051, Within20: 1, MaxDeviation: 0.051}, BytesPerNode: 20e3, StatusReports: 100, StatusUnchanged: 100,
 		GC: &GCStage{Cycles: []GCCycle{{Role: "collector", Start: 90, Seconds: 1.6}, {Role: "monitor", Start: 100, Seconds: 2.1}},
 			ExcludedSeconds: 4, OutsideAck: &Latency{N: 1.46e6, P50: 0.001, P99: 0.0031}}}
 	kill := &Stage{Name: "kill", System: "nodepulse", Start: 180, End: 230, Nodes: 90000,
@@ -223,7 +224,9 @@ func TestMarkdownAndJSON(t *testing.T) {
 		"| steady | 100,000 | 150 | 10,000 | 1.1 ms | 4.2 ms | ≤ 16.0 ms |", "#### Goals", "killed 10000, Unknown 10000", "≥ 100,000",
 		"| stage | collector | monitor | etcd | writer | total |",
 		"4.2 ms (p50 1.1 ms); p99 3.1 ms over the seconds no GC cycle touched (left out: 4 s of cycles and the 1 s after each; collector 1 (1.60 s))",
-		"GC cycles: collector 1 (1.60 s), monitor 1 (2.10 s); ack p50 1.0 ms, p99 3.1 ms over the seconds"} {
+		"GC cycles: collector 1 (1.60 s), monitor 1 (2.10 s); ack p50 1.0 ms, p99 3.1 ms over the seconds",
+		"| renewals per 100 ms within ±20% of the mean | every bin | 100.00% of 1500 bins; largest deviation 12.0% (mean 1000); as sent: 100.00%, largest deviation 5.1% | yes |",
+		"as sent by the simulators: mean 1000.0, sd 0.0, min 960, max 1051, largest deviation 5.1%"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}

@@ -44,9 +44,12 @@ a monitor and the reporter simulator in two processes (the survivors and the
              whose renewal p99 stays under 1 s
 
 The benchmark observes on its own: it follows the collector's FeedService
-(every renewal: renewals/s, renewals per 100 ms, feed delay), the monitor's
-NodeService.WatchNodes (Ready/Unknown per node), the simulators' and etcd's
-/metrics and /proc/<pid> (CPU, RSS, disk writes). It prints a table, writes
+(every renewal: renewals/s, renewals per 100 ms as they arrive, feed delay),
+the monitor's NodeService.WatchNodes (Ready/Unknown per node), the
+simulators' /metrics and /debug/sendbins (renewals per 100 ms as sent: the
+flatness goal is judged on arrival, and the two differ where a stall between
+sender and collector bunched renewals), etcd's /metrics and /proc/<pid>
+(CPU, RSS, disk writes). It prints a table, writes
 report.json, report.md and chart.svg (and logs/, profiles/) to --out, and
 never fails on timing: it exits non-zero only when the plumbing breaks
 (a process dies, nodes never attach, an observer cannot connect).

@@ -128,6 +128,7 @@ type Stage struct {
 	MachineBusy         float64               `json:"machineBusyCores"` // whole machine, including other tenants
 	Etcd                EtcdStage             `json:"etcd"`
 	Flatness            *Flatness             `json:"flatness,omitempty"`
+	SentFlatness        *Flatness             `json:"sentFlatness,omitempty"` // the same renewals by when the simulators sent them (Flatness: by arrival)
 	BytesPerNode        float64               `json:"collectorBytesPerNode,omitempty"`
 	HeapPerNode         float64               `json:"collectorHeapBytesPerNode,omitempty"`
 	FalseUnknown        int                   `json:"falseUnknown"`
@@ -352,6 +353,10 @@ func (r *Report) Markdown(w io.Writer, chartPath string) {
 		}
 		if f := s.Flatness; f != nil && f.Bins > 0 {
 			parts = append(parts, fmt.Sprintf("renewals per 100 ms: mean %.1f, sd %.1f, min %.0f, max %.0f, largest deviation %.1f%%, %.2f%% of bins within ±20%%",
+				f.Mean, f.StdDev, f.Min, f.Max, 100*f.MaxDeviation, 100*f.Within20))
+		}
+		if f := s.SentFlatness; f != nil && f.Bins > 0 {
+			parts = append(parts, fmt.Sprintf("as sent by the simulators: mean %.1f, sd %.1f, min %.0f, max %.0f, largest deviation %.1f%%, %.2f%% of bins within ±20%%",
 				f.Mean, f.StdDev, f.Min, f.Max, 100*f.MaxDeviation, 100*f.Within20))
 		}
 		if s.BytesPerNode > 0 {

@@ -789,6 +789,11 @@ func (r *runner) run(ctx context.Context) error {
 	st1 := r.takeSnap(ctx)
 	steady := r.addStage("steady", "nodepulse", c.Nodes, st0, st1, pre)
 	steady.Flatness = ptr(FlatnessOf(r.obs.Bins(st0.at, st1.at.Add(-time.Second)), 0.1))
+	if bins, err := r.sentBins(ctx, st0.at, st1.at.Add(-time.Second)); err != nil {
+		r.logf("steady: no send-time bins from the simulators (the flatness as offered is not reported): %v", err)
+	} else {
+		steady.SentFlatness = ptr(FlatnessOf(bins, 0.1))
+	}
 	steady.FalseUnknown, steady.FalseUnknownSamples = r.falseUnknowns(st0.view.UnknownEvents, "")
 	steady.EtcdKeys = r.etcdKeys(ctx)
 

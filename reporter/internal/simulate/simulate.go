@@ -153,6 +153,7 @@ type Simulator struct {
 	renew   time.Duration
 	now     func() time.Time // the clock (tests)
 	started atomic.Int64
+	sent    *sendBins // renewals by the 100 ms they were sent in
 	// Precomputed label values and IDs (registration is the hot path of a
 	// ramp or reconnect storm).
 	zoneLabel  []string
@@ -186,7 +187,7 @@ func New(cfg Config, lg *zap.Logger, m *Metrics) (*Simulator, error) {
 		m = NewMetrics(nil)
 	}
 	th, _ := setters.ParseThresholds(setters.DefaultEvictionHard)
-	s := &Simulator{cfg: cfg, lg: lg.Named("simulate"), m: m, nodes: make([]vnode, cfg.Nodes),
+	s := &Simulator{cfg: cfg, lg: lg.Named("simulate"), m: m, nodes: make([]vnode, cfg.Nodes), sent: newSendBins(),
 		width: len(fmt.Sprint(cfg.Nodes - 1)), renew: time.Duration(cfg.LeaseDurationSeconds) * time.Second / 4, now: time.Now,
 		setCfg: setters.Config{MaxPods: 110, EvictionHard: th, ReporterVersion: version.String() + "-sim", LocalStorageIsolation: true}}
 	for z := range cfg.Zones {
@@ -882,6 +883,7 @@ func (c *conn) lease(i int, n *vnode, now time.Time, registered bool, due int64)
 		n.leased = true
 		n.leaseSeq.Store(n.seq)
 		s.m.renewals.Inc()
+		s.sent.add(now)
 	}
 	interval := max(s.renew, time.Duration(n.minLeaseMs.Load())*time.Millisecond)
 	base := now
