@@ -33,7 +33,8 @@ type FieldError struct {
 // Error implements error as "<field>: <reason>".
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
-// List is every field error of one input, in the order found.
+// List is every field error of one input, in the order found (within a
+// map, by key).
 type List []*FieldError
 
 // Error implements error. A List is only ever returned non-empty.
