@@ -11,7 +11,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -267,14 +266,8 @@ func (r *runner) scrape(ctx context.Context, url string) Metrics {
 }
 
 func (r *runner) writerStats(ctx context.Context) *WriterStats {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.writerAddr+"/stats", nil)
-	resp, err := r.http.Do(req)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
 	var ws WriterStats
-	if json.NewDecoder(resp.Body).Decode(&ws) != nil {
+	if getJSON(ctx, r.http, "http://"+r.writerAddr+"/stats", &ws) != nil {
 		return nil
 	}
 	return &ws

@@ -56,21 +56,27 @@ func (r *runner) sentBins(ctx context.Context, from, to time.Time) ([]float64, e
 func getSendBins(ctx context.Context, c *http.Client, base string, from, to time.Time) (sendBins, error) {
 	var sb sendBins
 	q := url.Values{"from": {fmt.Sprint(from.UnixMilli())}, "to": {fmt.Sprint(to.UnixMilli())}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/debug/sendbins?"+q.Encode(), nil)
+	return sb, getJSON(ctx, c, base+"/debug/sendbins?"+q.Encode(), &sb)
+}
+
+// getJSON GETs u and decodes its JSON body into v; any status but 200 is
+// an error carrying the start of the body.
+func getJSON(ctx context.Context, c *http.Client, u string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return sb, err
+		return err
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return sb, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return sb, fmt.Errorf("GET /debug/sendbins: %s: %s", resp.Status, b)
+		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, b)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&sb); err != nil {
-		return sb, fmt.Errorf("GET /debug/sendbins: %w", err)
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("GET %s: %w", u, err)
 	}
-	return sb, nil
+	return nil
 }
