@@ -56,6 +56,12 @@ never fails on timing: it exits non-zero only when the plumbing breaks
 
 PROFILE=1 (or --profile) fetches a CPU profile and a heap profile of every
 process for each stage into --out/profiles (go tool pprof -top <file>).
+--profile-goroutines adds where every goroutine waits (pprof goroutine,
+debug=1) after each CPU profile. It is off by default because it moves what
+it measures: a dump of ~100,000 goroutines costs the collector and the
+simulator most of a core for a second or more, all at once, and allocates
+tens of MB (it set off the collector's garbage collection 30 s into the
+steady stage). A feed stall still dumps goroutines, at most twice a run.
 
 Every child runs with GODEBUG=gctrace=1 (unless GODEBUG already sets
 gctrace): the report lists each stage's garbage collections of the
@@ -90,13 +96,16 @@ type Config struct {
 	BaselineConns int
 	Profile       bool
 	ProfileFor    time.Duration
-	EtcdPort      int
-	BasePort      int
-	Sample        time.Duration
-	WaitLoad      float64
-	WaitLoadMax   time.Duration
-	LogLevel      string
-	SimNice       int
+	// ProfileGoroutines: with Profile, also dump every process's
+	// goroutines after each stage's CPU profile.
+	ProfileGoroutines bool
+	EtcdPort          int
+	BasePort          int
+	Sample            time.Duration
+	WaitLoad          float64
+	WaitLoadMax       time.Duration
+	LogLevel          string
+	SimNice           int
 	// SimMemoryLimitMiB: the simulators run with GC off below this soft
 	// limit, shared by node count (0: half the machine's memory, at least
 	// 40 KiB per node; negative: the simulator's own GC default).
@@ -133,6 +142,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BaselineConns, "baseline-clients", 8, "baseline writer: etcd client connections")
 	fs.BoolVar(&c.Profile, "profile", os.Getenv("PROFILE") == "1", "fetch CPU and heap profiles of every process per stage (also PROFILE=1)")
 	fs.DurationVar(&c.ProfileFor, "profile-seconds", 30*time.Second, "CPU profile length per stage at most")
+	fs.BoolVar(&c.ProfileGoroutines, "profile-goroutines", os.Getenv("PROFILE_GOROUTINES") == "1", "with --profile, also save where every goroutine waits (pprof goroutine, debug=1) after each stage's CPU profile, into <stage>-<role>.goroutines.txt (also PROFILE_GOROUTINES=1). Off by default: a dump of ~100,000 goroutines takes the collector and the simulators most of a core for a second or more at the same moment and allocates tens of MB, which shows up in the stage's ack latency and load flatness")
 	fs.IntVar(&c.EtcdPort, "etcd-port", 12379, "etcd client port (peer port +1)")
 	fs.IntVar(&c.BasePort, "base-port", 19090, "collector gRPC port; monitor +1; admin ports +100 (collector, monitor, simulators, baseline writer)")
 	fs.DurationVar(&c.Sample, "sample", time.Second, "timeline sampling interval (chart)")

@@ -455,7 +455,8 @@ func (r *runner) resetRSSMax() {
 }
 
 // profile fetches CPU profiles of every running process for d, and heap
-// profiles when they are done.
+// profiles (and, with ProfileGoroutines, goroutine dumps) when they are
+// done.
 func (r *runner) profile(ctx context.Context, stage string, d time.Duration) {
 	if !r.cfg.Profile {
 		return
@@ -480,9 +481,13 @@ func (r *runner) profile(ctx context.Context, stage string, d time.Duration) {
 				return
 			}
 			// Where the goroutines wait (a pass blocked on etcd round trips
-			// shows here, not in the CPU profile).
-			g := filepath.Join(dir, fmt.Sprintf("%s-%s.goroutines.txt", stage, role))
-			_ = r.saveProfile(ctx, c, base+"/debug/pprof/goroutine?debug=1", g)
+			// shows here, not in the CPU profile). Only on request: the dump
+			// lands inside the stage it describes, and at 100,000 goroutines
+			// it is a burst of CPU and garbage in every process at once.
+			if r.cfg.ProfileGoroutines {
+				g := filepath.Join(dir, fmt.Sprintf("%s-%s.goroutines.txt", stage, role))
+				_ = r.saveProfile(ctx, c, base+"/debug/pprof/goroutine?debug=1", g)
+			}
 			h := filepath.Join(dir, fmt.Sprintf("%s-%s.heap.pb.gz", stage, role))
 			if err := r.saveProfile(ctx, c, base+"/debug/pprof/heap", h); err != nil {
 				r.logf("heap profile %s %s: %v", stage, role, err)
