@@ -138,6 +138,16 @@ type Cache struct {
 	mu      sync.RWMutex
 	objs    map[nodestore.Kind]map[string]nodestore.Object
 	merged  map[string]*nodev1.Node
+	// namesGen counts the changes to the set of served names (under mu);
+	// sorted is those names in order as of sortedGen (under sortMu, which
+	// AppendEntries takes while it holds mu for reading). A health pass
+	// lists every node in order every few seconds; sorting 100,000 names
+	// each time was a quarter of a pass that changed nothing, and the set
+	// of names rarely changes.
+	namesGen  uint64
+	sortMu    sync.Mutex
+	sorted    []string
+	sortedGen uint64
 	rev     int64
 	synced  bool
 	lastBat time.Time
@@ -370,9 +380,11 @@ func (c *Cache) applyLocked(rev int64, names map[string]bool) {
 		case cur == nil && old == nil:
 		case cur == nil:
 			delete(c.merged, n)
+			c.namesGen++
 			changes = append(changes, Change{Type: Deleted, Node: old})
 		case old == nil:
 			c.merged[n] = cur
+			c.namesGen++
 			changes = append(changes, Change{Type: Added, Node: cur})
 		case !proto.Equal(old, cur):
 			c.merged[n] = cur
@@ -501,15 +513,30 @@ func (c *Cache) Entries() ([]Entry, int64) {
 func (c *Cache) AppendEntries(dst []Entry) ([]Entry, int64) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	// The kinds' maps are looked up once, not per node, and the sort is the
-	// typed one.
+	// The kinds' maps are looked up once, not per node.
 	ks := c.kindsLocked()
 	out := slices.Grow(dst, len(c.merged))
-	for name, n := range c.merged {
-		out = append(out, ks.entry(name, n))
+	for _, name := range c.sortedNamesRLocked() {
+		out = append(out, ks.entry(name, c.merged[name]))
 	}
-	slices.SortFunc(out[len(dst):], func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
 	return out, c.rev
+}
+
+// sortedNamesRLocked returns the served names in order; mu must be held
+// (for reading at least). The slice is never modified after it is
+// returned: a change of the names makes a new one.
+func (c *Cache) sortedNamesRLocked() []string {
+	c.sortMu.Lock()
+	defer c.sortMu.Unlock()
+	if c.sorted == nil || c.sortedGen != c.namesGen {
+		names := make([]string, 0, len(c.merged))
+		for name := range c.merged {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		c.sorted, c.sortedGen = names, c.namesGen
+	}
+	return c.sorted
 }
 
 // kinds holds the per-kind object maps an entry is assembled from.

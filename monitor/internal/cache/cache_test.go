@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -152,4 +153,51 @@ func TestHistoryBound(t *testing.T) {
 	if _, _, err := c.ChangesAfter(v0, 10); err == nil {
 		t.Fatal("a version older than the history was accepted")
 	}
+}
+
+// TestEntriesInOrder: AppendEntries lists every served node by name, also
+// after nodes come and go between two listings (the order is kept between
+// changes of the names, not recomputed per listing), and a slice it
+// returned earlier is not rewritten by a later change.
+func TestEntriesInOrder(t *testing.T) {
+	s := memstore.New(memstore.Config{History: -1})
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := New(s, Config{}, zap.NewNop())
+	go func() { _ = c.Run(ctx) }()
+	waitRev(t, c, s.Revision())
+
+	names := func(es []Entry) []string {
+		var out []string
+		for _, e := range es {
+			out = append(out, e.Name)
+		}
+		return out
+	}
+	want := func(step string, es []Entry, w ...string) {
+		t.Helper()
+		if got := names(es); !slices.Equal(got, w) {
+			t.Fatalf("%s: entries %v, want %v", step, got, w)
+		}
+	}
+	waitRev(t, c, put(t, s, nodestore.Put(nodestore.Nodes, "c", &nodev1.Node{}), nodestore.Put(nodestore.Nodes, "a", &nodev1.Node{})))
+	first, _ := c.Entries()
+	want("two nodes", first, "a", "c")
+
+	// A status alone changes no name: same order, the part included.
+	waitRev(t, c, put(t, s, nodestore.Put(nodestore.Statuses, "c", &nodev1.NodeStatus{})))
+	es, _ := c.Entries()
+	want("a status", es, "a", "c")
+	if es[1].Status == nil {
+		t.Fatal("entry c without the status just stored")
+	}
+
+	waitRev(t, c, put(t, s, nodestore.Put(nodestore.Nodes, "b", &nodev1.Node{})))
+	es, _ = c.AppendEntries(es[:0])
+	want("b added", es, "a", "b", "c")
+	waitRev(t, c, put(t, s, nodestore.Delete(nodestore.Nodes, "a")))
+	es, _ = c.AppendEntries([]Entry{{Name: "kept"}})
+	want("a deleted, appended", es, "kept", "b", "c")
+	want("the first listing", first, "a", "c")
 }

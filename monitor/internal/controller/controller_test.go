@@ -60,7 +60,7 @@ func (s *sessionStore) NewSession(ctx context.Context, ttl time.Duration) (nodes
 }
 
 type fleet struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	store *sessionStore
 	cache *cache.Cache
@@ -76,7 +76,7 @@ func testConfig(id string) Config {
 
 // newFleet starts a store, a cache and a lease renewer (every 10s, the
 // reporters' default) for the nodes marked alive. Call inside a bubble.
-func newFleet(t *testing.T, ctx context.Context) *fleet {
+func newFleet(t testing.TB, ctx context.Context) *fleet {
 	ms := memstore.New(memstore.Config{History: -1})
 	t.Cleanup(func() { _ = ms.Close() })
 	f := &fleet{t: t, ctx: ctx, store: &sessionStore{Store: ms}, live: &fakeLive{}, alive: map[string]bool{}}

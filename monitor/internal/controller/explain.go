@@ -45,7 +45,8 @@ func (c *Controller) Facts(name string, labels map[string]string) Facts {
 		return f
 	}
 	now := c.cfg.Now()
-	if r := c.records[name]; r != nil {
+	if st := c.nodes[name]; st != nil && st.judged {
+		r := &st.rec
 		f.Known = true
 		f.Probe, f.Heard, f.ReadyTransition = r.Probe, r.Heard, r.ReadyTransition
 		f.Grace = c.cfg.Lifecycle.GracePeriod

@@ -105,8 +105,8 @@ func (c *Controller) PodUpdates(ctx context.Context, cursor cache.Version) (cach
 		// Fell behind the history: every not-ready node's pods are marked
 		// again at the next pass through the retry set.
 		c.mu.Lock()
-		for n, st := range c.lastReady { // nil when not leading: no-op
-			if st != "" && st != nodemodel.True {
+		for n, st := range c.nodes { // nil when not leading: no-op
+			if st.ready != "" && st.ready != nodemodel.True {
 				c.podRetry[n] = true
 			}
 		}
@@ -131,8 +131,7 @@ func (c *Controller) PodUpdates(ctx context.Context, cursor cache.Version) (cach
 		if node == "" || (ch.Old != nil && ch.Old.GetSpec().GetNodeName() == node) {
 			continue // not newly bound
 		}
-		st, ok := c.lastReady[node]
-		if !ok || st == "" || st == nodemodel.True {
+		if st := c.nodes[node]; st == nil || st.ready == "" || st.ready == nodemodel.True {
 			continue // node not judged yet, no Ready, or Ready
 		}
 		md := ch.Pod.GetMetadata()

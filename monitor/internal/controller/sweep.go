@@ -66,11 +66,11 @@ func (c *Controller) Sweep(ctx context.Context) error {
 	grace := c.cfg.Lifecycle.GracePeriod
 	var due []string
 	c.deadlineKnown, c.nextDeadline = true, time.Time{}
-	for name, rec := range c.records {
-		if rec.Probe.IsZero() || c.lastReady[name] == nodemodel.Unknown {
+	for name, st := range c.nodes {
+		if !st.judged || st.rec.Probe.IsZero() || st.ready == nodemodel.Unknown {
 			continue
 		}
-		d := rec.Deadline(grace)
+		d := st.rec.Deadline(grace)
 		if now.After(d) {
 			due = append(due, name)
 		} else if c.nextDeadline.IsZero() || d.Before(c.nextDeadline) {

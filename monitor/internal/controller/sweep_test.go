@@ -98,7 +98,7 @@ func TestSweepMarksDeadNodeAtItsDeadline(t *testing.T) {
 
 		for f.ready("n1").GetStatus() != nodemodel.Unknown {
 			if time.Now().After(deadline.Add(20 * time.Second)) {
-				t.Fatalf("n1 not Unknown 20s after its deadline (%s): %v; record %+v; live %+v", deadline, f.ready("n1"), ctl.records["n1"], f.live.Node("n1"))
+				t.Fatalf("n1 not Unknown 20s after its deadline (%s): %v; record %+v; live %+v", deadline, f.ready("n1"), ctl.nodes["n1"], f.live.Node("n1"))
 			}
 			settle(50 * time.Millisecond)
 		}
