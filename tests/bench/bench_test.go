@@ -305,6 +305,24 @@ func TestSimMemoryLimit(t *testing.T) {
 	if got := c.simMemoryLimitMiB(100000); got < 100000*40>>10 || got < half {
 		t.Errorf("auto: %d MiB, want half the machine (%d MiB), at least 40 KiB per node", got, half)
 	}
+	// The automatic share on the project machine (24,064 MiB) and smaller
+	// ones: two thirds where the system under test leaves that much, what
+	// it leaves down to half, and never under 40 KiB per node.
+	for _, tc := range []struct {
+		total int64
+		nodes int
+		want  int64
+	}{
+		{24064, 100000, 16042}, // two thirds: 18,110 MiB left
+		{24064, 250000, 12251}, // what is left: 24,064 - 9,765 - 2,048
+		{24064, 400000, 15625}, // 40 KiB per node, above two thirds
+		{8192, 100000, 4096},   // half: 2,240 MiB left
+		{0, 100000, 0},         // unknown machine
+	} {
+		if got := autoSimMemoryMiB(tc.total, tc.nodes); got != tc.want {
+			t.Errorf("autoSimMemoryMiB(%d MiB, %d nodes) = %d, want %d", tc.total, tc.nodes, got, tc.want)
+		}
+	}
 }
 
 // TestRestartDrainWindow: the collector gets the short drain window the

@@ -107,8 +107,8 @@ type Config struct {
 	LogLevel          string
 	SimNice           int
 	// SimMemoryLimitMiB: the simulators run with GC off below this soft
-	// limit, shared by node count (0: half the machine's memory, at least
-	// 40 KiB per node; negative: the simulator's own GC default).
+	// limit, shared by node count (0: autoSimMemoryMiB; negative: the
+	// simulator's own GC default).
 	SimMemoryLimitMiB int64
 	Title             string
 	Quick             bool
@@ -149,7 +149,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.WaitLoad, "wait-load", 0, "before starting, wait until the 1-minute load average is below this (0: do not wait)")
 	fs.DurationVar(&c.WaitLoadMax, "wait-load-max", 10*time.Minute, "give up waiting for a low load after this, and run anyway (the report says so)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level of collector and monitor (the simulators log at warn)")
-	fs.Int64Var(&c.SimMemoryLimitMiB, "sim-memory-limit-mib", 0, "the simulators (the load generator) run with Go's GC off, collecting only near a soft memory limit of this many MiB, shared between them by node count (0: half the machine's memory, at least 40 KiB per virtual node; negative: the simulator's default GC target, 400). Their collections otherwise stall the load they offer for seconds, and the run reports that as the system's latency: 100,000 virtual nodes in one process are not 100,000 reporters")
+	fs.Int64Var(&c.SimMemoryLimitMiB, "sim-memory-limit-mib", 0, "the simulators (the load generator) run with Go's GC off, collecting only near a soft memory limit of this many MiB, shared between them by node count (0: what the collector, the monitor and etcd leave of the machine's memory at 40 KiB per node and 2 GiB, between half and two thirds of it, and at least 40 KiB per virtual node; negative: the simulator's default GC target, 400). Their collections otherwise stall the load they offer for seconds, and the run reports that as the system's latency: 100,000 virtual nodes in one process are not 100,000 reporters")
 	fs.IntVar(&c.SimNice, "sim-nice", 0, "scheduling niceness of the simulator processes (-20..19; below 0 needs root or CAP_SYS_NICE, and is skipped with a warning without): a load generator that has to wait for CPU sends its due renewals late and in bursts, and the offered load is then not the flat one the run asks for")
 	fs.StringVar(&c.Title, "title", "", "title of the report (default derived from N and connections)")
 	fs.BoolVar(&c.KeepEtcdData, "keep-etcd-data", false, "keep etcd's data directory (<out>/etcd-data) after a successful run, to inspect what the run left in the database (a failed run always keeps it)")
@@ -237,25 +237,41 @@ func (c *Config) KillCount() int {
 // at 100,000 nodes (~1 KB per renewal, most of it building the 5-minute
 // status re-sends with the real setters), so a quarter of a 24 GiB machine
 // brought its first collection at ~430-450 s: inside a standard run's kill
-// stage, and every ~400 s of a longer hold. Half the machine moves it past
-// a standard run and to ~1,000 s of a long one; the collector (~2 GB), the
-// monitor (~2 GB) and etcd (<0.5 GB) fit in the other half at 100,000
-// nodes. At 250,000 a quarter left it 2 GB above its ~3.8 GB of heap and
-// stacks, and it collected every 21 s; so the automatic limit is at least
-// 40 KiB per virtual node.
+// stage, and every ~400 s of a longer hold. Half the machine moved it past
+// a standard run and to ~1,100 s of a long one (sessions 16-17: the one
+// flatness miss of their 20-minute holds). See autoSimMemoryMiB for the
+// share taken when none is given.
 func (c *Config) simMemoryLimitMiB(n int) int64 {
 	total := c.SimMemoryLimitMiB
 	switch {
 	case total < 0:
 		return 0
 	case total == 0:
-		half := procutil.MemTotal() / 2 >> 20
-		if half <= 0 {
+		total = autoSimMemoryMiB(procutil.MemTotal()>>20, c.Nodes)
+		if total <= 0 {
 			return 0 // unknown machine: keep the default
 		}
-		total = max(half, int64(c.Nodes)*40>>10)
 	}
 	return max(total*int64(n)/int64(max(c.Nodes, 1)), 512)
+}
+
+// autoSimMemoryMiB is the simulators' share of a machine of totalMiB at
+// nodes virtual nodes: what the system under test leaves, kept between
+// half and two thirds of the machine, and never below 40 KiB per virtual
+// node (at 250,000 nodes a quarter of the machine left a simulator 2 GB
+// above its ~3.8 GB of heap and stacks, and it collected every 21 s).
+// The system under test is reckoned at 40 KiB per node (the collector's
+// goal is 25 KB, the monitor takes ~14 KiB) and 2 GiB for etcd and the
+// page cache: at 100,000 nodes on 24 GiB the simulators get two thirds,
+// which carries a 20-minute hold without a collection; at 250,000 about
+// half, which the other processes need.
+func autoSimMemoryMiB(totalMiB int64, nodes int) int64 {
+	if totalMiB <= 0 {
+		return 0
+	}
+	perNode := int64(nodes) * 40 >> 10
+	share := min(max(totalMiB-perNode-2048, totalMiB/2), totalMiB*2/3)
+	return max(share, perNode)
 }
 
 // RenewInterval is how often a node renews.
