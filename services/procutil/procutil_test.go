@@ -162,3 +162,20 @@ func TestReniceEveryThread(t *testing.T) {
 		}
 	}
 }
+
+// TestSystemCPUTimes reads this machine's /proc/stat: time only grows,
+// busy and steal are parts of the total, and SystemCPU agrees.
+func TestSystemCPUTimes(t *testing.T) {
+	a := SystemCPUTimes()
+	if a.Total <= 0 {
+		t.Skip("no /proc/stat")
+	}
+	if a.Busy < 0 || a.Busy > a.Total || a.Steal < 0 || a.Steal > a.Busy {
+		t.Fatalf("inconsistent CPU times %+v", a)
+	}
+	busy, total := SystemCPU()
+	b := SystemCPUTimes()
+	if busy < a.Busy || total < a.Total || b.Busy < busy || b.Total < total || b.Steal < a.Steal {
+		t.Fatalf("CPU times went back: %+v, then %.2f/%.2f, then %+v", a, busy, total, b)
+	}
+}

@@ -111,23 +111,44 @@ func Load1() float64 {
 // SystemCPU returns the machine's busy and total CPU seconds from
 // /proc/stat, to show how busy the whole machine was (other tenants).
 func SystemCPU() (busy, total float64) {
+	t := SystemCPUTimes()
+	return t.Busy, t.Total
+}
+
+// CPUTimes are the machine's CPU seconds since boot, all CPUs together.
+type CPUTimes struct {
+	// Busy is everything but idle and iowait, steal included.
+	Busy, Total float64
+	// Steal is time a virtual machine's CPUs were ready to run but the
+	// hypervisor ran something else: on a shared VM, the other tenants.
+	Steal float64
+}
+
+// SystemCPUTimes reads the first line of /proc/stat (zero if it cannot).
+func SystemCPUTimes() CPUTimes {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0
+		return CPUTimes{}
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
 	if len(f) < 5 || f[0] != "cpu" {
-		return 0, 0
+		return CPUTimes{}
 	}
+	var t CPUTimes
 	for i, v := range f[1:] {
 		n, _ := strconv.ParseFloat(v, 64)
-		total += n
+		t.Total += n
 		if i != 3 && i != 4 { // idle, iowait
-			busy += n
+			t.Busy += n
+		}
+		if i == 7 {
+			t.Steal = n / clkTck
 		}
 	}
-	return busy / clkTck, total / clkTck
+	t.Busy /= clkTck
+	t.Total /= clkTck
+	return t
 }
 
 // CPUModel is the first "model name" of /proc/cpuinfo ("" if none).

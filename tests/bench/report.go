@@ -125,7 +125,8 @@ type Stage struct {
 	Procs               map[string]*ProcStage `json:"procs"`
 	TotalCores          float64               `json:"totalCores"`
 	TotalPer1k          float64               `json:"totalCpuSecondsPer1kRenewals"`
-	MachineBusy         float64               `json:"machineBusyCores"` // whole machine, including other tenants
+	MachineBusy         float64               `json:"machineBusyCores"`  // whole machine, including other tenants
+	MachineSteal        float64               `json:"machineStealCores"` // of which stolen by the hypervisor
 	Etcd                EtcdStage             `json:"etcd"`
 	Flatness            *Flatness             `json:"flatness,omitempty"`
 	SentFlatness        *Flatness             `json:"sentFlatness,omitempty"` // the same renewals by when the simulators sent them (Flatness: by arrival)
@@ -182,6 +183,10 @@ type TimelinePoint struct {
 	Ready      int                `json:"ready"`
 	Unknown    int                `json:"unknown"`
 	Cores      map[string]float64 `json:"cores"`
+	// MachineBusy and Steal are the whole machine's busy and stolen cores
+	// over the sample (steal: a VM's CPUs waiting for the hypervisor).
+	MachineBusy float64 `json:"machineBusyCores"`
+	Steal       float64 `json:"stealCores"`
 	// DBSize is etcd's file size, sampled every 5 s (0 in between).
 	DBSize float64 `json:"etcdDbSizeBytes,omitempty"`
 }
@@ -341,9 +346,9 @@ func (r *Report) Markdown(w io.Writer, chartPath string) {
 				p(" |")
 			}
 		}
-		p(" %.2f | %s | %.2f |\n", s.TotalCores, fnum(s.TotalPer1k, 3), s.MachineBusy)
+		p(" %.2f | %s | %.2f (steal %.2f) |\n", s.TotalCores, fnum(s.TotalPer1k, 3), s.MachineBusy, s.MachineSteal)
 	}
-	p("\nCores = CPU seconds (utime+stime from /proc) / stage seconds; in brackets the largest RSS in the stage. Machine busy counts every process on the machine, so busy − total is what other tenants used.\n\n")
+	p("\nCores = CPU seconds (utime+stime from /proc) / stage seconds; in brackets the largest RSS in the stage. Machine busy counts every process on the machine, so busy − total is what other tenants used; steal is the time a virtual machine's CPUs waited for the hypervisor (counted in busy; per second in report.json's timeline, `stealCores`).\n\n")
 
 	p("#### Details\n\n")
 	for _, s := range r.Stages {

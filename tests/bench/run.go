@@ -74,7 +74,7 @@ type snap struct {
 	sims    map[string]Metrics
 	writer  *WriterStats
 	view    View
-	busy    float64
+	sys     procutil.CPUTimes
 }
 
 // Run runs the benchmark and writes the report. It returns an error only
@@ -301,7 +301,7 @@ func (r *runner) takeSnap(ctx context.Context) *snap {
 		s.writer = r.writerStats(ctx)
 	}
 	s.view = r.obs.Snapshot()
-	s.busy, _ = procutil.SystemCPU()
+	s.sys = procutil.SystemCPUTimes()
 	return s
 }
 
@@ -338,10 +338,13 @@ func (r *runner) sampler(ctx context.Context) {
 			}
 		}
 		cpu, rss, _ := r.sampleProcs()
+		sys := procutil.SystemCPUTimes()
 		v := r.obs.Snapshot()
 		pt := TimelinePoint{T: now.Sub(r.start).Seconds(), Attached: v.Attached, Ready: v.Ready, Unknown: v.Unknown, Cores: map[string]float64{}, AckP99: math.NaN(), DBSize: db}
 		if prev != nil {
 			dt := now.Sub(prev.at).Seconds()
+			pt.MachineBusy = math.Round(100*(sys.Busy-prev.sys.Busy)/dt) / 100
+			pt.Steal = math.Round(100*(sys.Steal-prev.sys.Steal)/dt) / 100
 			for k, c := range cpu {
 				if pc, ok := prev.cpu[k]; ok {
 					pt.Cores[k] = math.Round(100*(c-pc)/dt) / 100
@@ -414,7 +417,7 @@ func (r *runner) sampler(ctx context.Context) {
 		}
 		r.timeline = append(r.timeline, pt)
 		r.tlMu.Unlock()
-		prev = &snap{at: now, cpu: cpu}
+		prev = &snap{at: now, cpu: cpu, sys: sys}
 		prevRenew = v.Renewals
 	}
 }
@@ -1109,7 +1112,8 @@ func (r *runner) addStage(name, system string, nodes int, a, b *snap, pre *snap)
 	if s.Renewals > 0 {
 		s.TotalPer1k = s.TotalCores * dt / s.Renewals * 1000
 	}
-	s.MachineBusy = (b.busy - a.busy) / dt
+	s.MachineBusy = (b.sys.Busy - a.sys.Busy) / dt
+	s.MachineSteal = (b.sys.Steal - a.sys.Steal) / dt
 	if a.etcd != nil && b.etcd != nil {
 		d := func(n string) float64 { return (b.etcd.Value(n) - a.etcd.Value(n)) / dt }
 		s.Etcd = EtcdStage{ProposalsPerSec: d("etcd_server_proposals_committed_total"), PutsPerSec: d("etcd_mvcc_put_total"),
