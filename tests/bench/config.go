@@ -263,8 +263,12 @@ func (c *Config) simMemoryLimitMiB(n int) int64 {
 // The system under test is reckoned at 40 KiB per node (the collector's
 // goal is 25 KB, the monitor takes ~14 KiB) and 2 GiB for etcd and the
 // page cache: at 100,000 nodes on 24 GiB the simulators get two thirds,
-// which carries a 20-minute hold without a collection; at 250,000 about
-// half, which the other processes need.
+// at 250,000 about half, which the other processes need. Two thirds moved
+// the 90,000-node simulator's one collection from ~1,100 s to 1,332 s of
+// a 20-minute hold (session 18, whose ramp a VM snapshot stretched to
+// 448 s and ~9 MB/s of garbage): about where such a hold ends after a
+// normal ramp, so not past it for certain. Less garbage per status
+// re-send is what would.
 func autoSimMemoryMiB(totalMiB int64, nodes int) int64 {
 	if totalMiB <= 0 {
 		return 0

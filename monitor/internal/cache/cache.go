@@ -135,9 +135,9 @@ type Cache struct {
 	cfg   Config
 	lg    *zap.Logger
 
-	mu      sync.RWMutex
-	objs    map[nodestore.Kind]map[string]nodestore.Object
-	merged  map[string]*nodev1.Node
+	mu     sync.RWMutex
+	objs   map[nodestore.Kind]map[string]nodestore.Object
+	merged map[string]*nodev1.Node
 	// namesGen counts the changes to the set of served names (under mu);
 	// sorted is those names in order as of sortedGen (under sortMu, which
 	// AppendEntries takes while it holds mu for reading). A health pass
@@ -148,13 +148,13 @@ type Cache struct {
 	sortMu    sync.Mutex
 	sorted    []string
 	sortedGen uint64
-	rev     int64
-	synced  bool
-	lastBat time.Time
-	log     []Change
-	floor   Version // every change after floor is in log
-	changed chan struct{}
-	relists int
+	rev       int64
+	synced    bool
+	lastBat   time.Time
+	log       []Change
+	floor     Version // every change after floor is in log
+	changed   chan struct{}
+	relists   int
 
 	// Pods: byNode indexes pods/<ns>/<name> by spec.nodeName; podLog and
 	// podFloor are the pod change history, as log and floor for nodes.

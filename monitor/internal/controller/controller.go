@@ -136,10 +136,11 @@ func (st *nodeState) zoneOf(v view) (string, bool) {
 // Controller runs the lifecycle rules.
 type Controller struct {
 	// passEntries is Pass's list of every node, reused pass after pass, as
-	// are passZones (each zone's Ready statuses,
-	// emptied) and blankHealth (the working record of a node without one;
-	// see judgeLocked). A pass looks at every node every few seconds; built
-	// afresh each time, these were half of the leader's garbage.
+	// are passZones (each zone's Ready statuses, emptied) and blankHealth
+	// (the working record of a node without one; see judgeLocked). A pass
+	// looks at every node every few seconds; built afresh each time, these
+	// were half of the leader's garbage. passGen numbers the passes
+	// (nodeState.seen).
 	passEntries []cache.Entry
 	passGen     uint64
 	passZones   map[string][]string
