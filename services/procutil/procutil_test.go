@@ -163,8 +163,8 @@ func TestReniceEveryThread(t *testing.T) {
 	}
 }
 
-// TestSystemCPUTimes reads this machine's /proc/stat: time only grows,
-// busy and steal are parts of the total, and SystemCPU agrees.
+// TestSystemCPUTimes reads this machine's /proc/stat: busy and steal are
+// parts of the total, and time only grows.
 func TestSystemCPUTimes(t *testing.T) {
 	a := SystemCPUTimes()
 	if a.Total <= 0 {
@@ -173,9 +173,8 @@ func TestSystemCPUTimes(t *testing.T) {
 	if a.Busy < 0 || a.Busy > a.Total || a.Steal < 0 || a.Steal > a.Busy {
 		t.Fatalf("inconsistent CPU times %+v", a)
 	}
-	busy, total := SystemCPU()
 	b := SystemCPUTimes()
-	if busy < a.Busy || total < a.Total || b.Busy < busy || b.Total < total || b.Steal < a.Steal {
-		t.Fatalf("CPU times went back: %+v, then %.2f/%.2f, then %+v", a, busy, total, b)
+	if b.Busy < a.Busy || b.Total < a.Total || b.Steal < a.Steal {
+		t.Fatalf("CPU times went back: %+v, then %+v", a, b)
 	}
 }

@@ -108,14 +108,8 @@ func Load1() float64 {
 	return v
 }
 
-// SystemCPU returns the machine's busy and total CPU seconds from
-// /proc/stat, to show how busy the whole machine was (other tenants).
-func SystemCPU() (busy, total float64) {
-	t := SystemCPUTimes()
-	return t.Busy, t.Total
-}
-
-// CPUTimes are the machine's CPU seconds since boot, all CPUs together.
+// CPUTimes are the machine's CPU seconds since boot, all CPUs together,
+// to show how busy the whole machine was (other tenants).
 type CPUTimes struct {
 	// Busy is everything but idle and iowait, steal included.
 	Busy, Total float64
