@@ -34,15 +34,22 @@ func put(t *testing.T, s *memstore.Store, ops ...nodestore.Op) int64 {
 	return rev
 }
 
-func TestMergeAndVersions(t *testing.T) {
+// runningCache is a cache with cfg running over a fresh memstore until the
+// test ends, synced with it.
+func runningCache(t *testing.T, cfg Config) (*memstore.Store, *Cache) {
+	t.Helper()
 	s := memstore.New(memstore.Config{History: -1})
-	defer s.Close()
+	t.Cleanup(func() { _ = s.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := New(s, Config{}, zap.NewNop())
+	t.Cleanup(cancel) // runs before the store closes
+	c := New(s, cfg, zap.NewNop())
 	go func() { _ = c.Run(ctx) }()
-	start := s.Revision()
-	waitRev(t, c, start)
+	waitRev(t, c, s.Revision())
+	return s, c
+}
+
+func TestMergeAndVersions(t *testing.T) {
+	s, c := runningCache(t, Config{})
 	_, v0 := c.Nodes()
 
 	// One revision touching two nodes' parts: two changes, numbered by name.
@@ -137,13 +144,7 @@ func TestRelistAfterCompaction(t *testing.T) {
 }
 
 func TestHistoryBound(t *testing.T) {
-	s := memstore.New(memstore.Config{History: -1})
-	defer s.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := New(s, Config{History: 2}, zap.NewNop())
-	go func() { _ = c.Run(ctx) }()
-	waitRev(t, c, s.Revision())
+	s, c := runningCache(t, Config{History: 2})
 	_, v0 := c.Nodes()
 	var last int64
 	for _, n := range []string{"a", "b", "c"} {
@@ -160,13 +161,7 @@ func TestHistoryBound(t *testing.T) {
 // changes of the names, not recomputed per listing), and a slice it
 // returned earlier is not rewritten by a later change.
 func TestEntriesInOrder(t *testing.T) {
-	s := memstore.New(memstore.Config{History: -1})
-	defer s.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := New(s, Config{}, zap.NewNop())
-	go func() { _ = c.Run(ctx) }()
-	waitRev(t, c, s.Revision())
+	s, c := runningCache(t, Config{})
 
 	names := func(es []Entry) []string {
 		var out []string
