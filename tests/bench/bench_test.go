@@ -280,6 +280,15 @@ func TestConfigSteps(t *testing.T) {
 	if c.Validate() == nil {
 		t.Error("bad steps must fail")
 	}
+	c.BaselineSteps = ""
+	c.ProfileGoroutines = true
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--profile-goroutines") {
+		t.Errorf("goroutine dumps without profiles: %v, want an error naming --profile-goroutines", err)
+	}
+	c.Profile = true
+	if err := c.Validate(); err != nil {
+		t.Errorf("goroutine dumps with profiles: %v", err)
+	}
 	c = Config{Nodes: 1000, KillFraction: 0.1, Kill: true}
 	if c.KillCount() != 100 {
 		t.Errorf("kill count %d", c.KillCount())

@@ -188,6 +188,11 @@ func (c *Config) Validate() error {
 	if c.Connections == 0 || c.Connections < -1 {
 		return fmt.Errorf("--connections must be > 0 or -1 (one per node)")
 	}
+	if c.ProfileGoroutines && !c.Profile {
+		// Dumps are taken after each stage's CPU profile; without profiles
+		// the flag would do nothing, silently.
+		return fmt.Errorf("--profile-goroutines (PROFILE_GOROUTINES=1) needs --profile (PROFILE=1)")
+	}
 	if _, err := c.Steps(); err != nil {
 		return err
 	}
