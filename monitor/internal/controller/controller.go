@@ -115,7 +115,8 @@ type nodeState struct {
 	judged bool
 	// ready is the Ready status the last judgement served ("" for none).
 	ready string
-	// seen is the last pass (Controller.passGen) that judged the node.
+	// seen is the pass (Controller.passGen) current when the node was
+	// last judged, by that pass or by a sweep meanwhile.
 	seen uint64
 }
 
