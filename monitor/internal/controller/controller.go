@@ -795,7 +795,7 @@ func (c *Controller) removeNoExecuteLocked(now time.Time, v view) (*nodev1.NodeH
 // never modifies them in place, so the stored record's parts are shared,
 // not cloned: a pass looks at every node every few seconds and leaves almost
 // all of them as they are, and deep copies of 100,000 records a pass were
-// the biggest part of the leader's garbage (docs/benchmarks.md, session 12).
+// the biggest part of the leader's garbage (docs/benchmarks-history.md, session 12).
 func workingHealth(h *nodev1.NodeHealth, name string) *nodev1.NodeHealth {
 	if h == nil {
 		return &nodev1.NodeHealth{NodeName: name}
