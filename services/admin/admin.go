@@ -51,11 +51,11 @@ type Server struct {
 	checks map[string]func() error
 }
 
-// NewRegistry returns a registry with the Go runtime and process collectors,
-// which every binary wants.
+// NewRegistry returns a registry with the Go runtime and process collectors
+// and the goroutine scheduling latency, which every binary wants.
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newSchedLatency())
 	return reg
 }
 

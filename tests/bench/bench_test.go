@@ -157,7 +157,9 @@ func fixedReport() *Report {
 		Flatness:     &Flatness{Bins: 1500, Mean: 1000, Within20: 1, MaxDeviation: 0.12},
 		SentFlatness: &Flatness{Bins: 1500, Mean: 1000, Min: 960, Max: 1051, Within20: 1, MaxDeviation: 0.051}, BytesPerNode: 20e3, StatusReports: 100, StatusUnchanged: 100,
 		GC: &GCStage{Cycles: []GCCycle{{Role: "collector", Start: 90, Seconds: 1.6}, {Role: "monitor", Start: 100, Seconds: 2.1}},
-			ExcludedSeconds: 4, OutsideAck: &Latency{N: 1.46e6, P50: 0.001, P99: 0.0031}}}
+			ExcludedSeconds: 4, OutsideAck: &Latency{N: 1.46e6, P50: 0.001, P99: 0.0031}},
+		SchedWait: map[string]*SchedWait{"collector": {Waits: 1e6, P99: 0.0021, P999: 0.0064, Over10ms: 0.0002},
+			"sim": {Waits: 2e6, P99: 0.0135, P999: 0.05, Over10ms: 0.014}}}
 	kill := &Stage{Name: "kill", System: "nodepulse", Start: 180, End: 230, Nodes: 90000,
 		Detection: &Detection{Killed: 10000, Detected: 10000, WithinGoal: 10000, PastGrace: Summary{N: 10000, Min: 0.1, Median: 0.9, Max: 1.8}},
 		Ack:       Latency{P50: math.NaN(), P99: math.NaN(), Max: math.NaN()}}
@@ -226,7 +228,9 @@ func TestMarkdownAndJSON(t *testing.T) {
 		"4.2 ms (p50 1.1 ms); p99 3.1 ms over the seconds no GC cycle touched (left out: 4 s of cycles and the 1 s after each; collector 1 (1.60 s))",
 		"GC cycles: collector 1 (1.60 s), monitor 1 (2.10 s); ack p50 1.0 ms, p99 3.1 ms over the seconds",
 		"| renewals per 100 ms within ±20% of the mean | every bin | 100.00% of 1500 bins; largest deviation 12.0% (mean 1000); as sent: 100.00%, largest deviation 5.1% | yes |",
-		"as sent by the simulators: mean 1000.0, sd 0.0, min 960, max 1051, largest deviation 5.1%"} {
+		"as sent by the simulators: mean 1000.0, sd 0.0, min 960, max 1051, largest deviation 5.1%",
+		"(left out: 4 s of cycles and the 1 s after each; collector 1 (1.60 s)); goroutines waiting to run, p99 / p99.9, share over 10 ms: collector 2.1 ms / 6.4 ms, 0.02 %; sim 13.5 ms / 50.0 ms, 1.40 % | yes |",
+		"goroutines waiting to run (Go scheduling latency) p99 / p99.9, share over 10 ms: collector 2.1 ms / 6.4 ms, 0.02 %; sim 13.5 ms / 50.0 ms, 1.40 %"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
@@ -349,5 +353,44 @@ func TestRestartDrainWindow(t *testing.T) {
 	c := Config{Nodes: 1000, Connections: 10, LeaseSeconds: 40, RestartDrain: -time.Second}
 	if c.Validate() == nil {
 		t.Error("negative drain window accepted")
+	}
+}
+
+// promHist is a scrape holding one cumulative histogram (bound → count)
+// of a process started at start.
+func promHist(name string, start float64, cum map[string]float64) Metrics {
+	m := Metrics{"process_start_time_seconds": {{Value: start}}}
+	for le, n := range cum {
+		m[name+"_bucket"] = append(m[name+"_bucket"], Sample{Labels: `le="` + le + `"`, Value: n})
+	}
+	return m
+}
+
+func TestSchedWaits(t *testing.T) {
+	a := &snap{coll: promHist(schedMetric, 1, map[string]float64{"0.001": 900, "0.01": 990, "+Inf": 1000}),
+		mon: promHist(schedMetric, 1, map[string]float64{"0.001": 50, "0.01": 50, "+Inf": 50}), sims: map[string]Metrics{}}
+	b := &snap{coll: promHist(schedMetric, 1, map[string]float64{"0.001": 1800, "0.01": 1980, "+Inf": 2000}),
+		// The monitor restarted within the stage: its counts are its own.
+		mon: promHist(schedMetric, 2, map[string]float64{"0.001": 10, "0.01": 10, "+Inf": 10}),
+		// The simulator was not scraped at the start: all of its life.
+		sims: map[string]Metrics{"sim": promHist(schedMetric, 1, map[string]float64{"0.001": 40, "0.01": 80, "+Inf": 100})}}
+	got := schedWaits(a, b)
+	for role, want := range map[string]SchedWait{
+		"collector": {Waits: 1000, Over10ms: 0.01},
+		"monitor":   {Waits: 10, Over10ms: 0},
+		"sim":       {Waits: 100, Over10ms: 0.2},
+	} {
+		w := got[role]
+		if w == nil || w.Waits != want.Waits || math.Abs(w.Over10ms-want.Over10ms) > 1e-12 {
+			t.Errorf("%s: %+v, want waits %v, over 10 ms %v", role, w, want.Waits, want.Over10ms)
+		}
+	}
+	// 900 of the collector's 1,000 waits ≤ 1 ms, 90 more ≤ 10 ms: the
+	// median interpolates in the first bucket, p99 ends the second.
+	if c := got["collector"]; math.Abs(c.P50-0.001*500/900) > 1e-12 || math.Abs(c.P99-0.01) > 1e-12 {
+		t.Errorf("collector p50 %v, p99 %v", c.P50, c.P99)
+	}
+	if len(schedWaits(&snap{sims: map[string]Metrics{}}, &snap{sims: map[string]Metrics{}})) != 0 {
+		t.Error("no scrapes must give no scheduling latency")
 	}
 }

@@ -139,6 +139,11 @@ func EvaluateGoals(r *Report) []Goal {
 		ack += fmt.Sprintf("; p99 %s over the seconds no GC cycle touched (left out: %.0f s of cycles and the %.0f s after each; %s)",
 			fdur(gs.OutsideAck.P99), gs.ExcludedSeconds, gcPad, gs.gcCounts(ackRoles))
 	}
+	if t := steady.schedWaitText([]string{"collector", "sim"}); t != "" {
+		// The ack passes through goroutines of both: how long those waited
+		// to run at all bounds what the code can do about the tail.
+		ack += "; goroutines waiting to run, p99 / p99.9, share over 10 ms: " + t
+	}
 	add("renewal ack p99", "≤ 10 ms", ack, yes(steady.Ack.P99 <= 0.010))
 	e := steady.Etcd
 	add("etcd write Txns/s, steady", "≤ 50", fmt.Sprintf("%.1f/s", e.ProposalsPerSec), scale(e.ProposalsPerSec <= 50))

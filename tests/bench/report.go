@@ -146,7 +146,23 @@ type Stage struct {
 	FalseUnknownSamples []string              `json:"falseUnknownSamples,omitempty"`
 	EtcdKeys            map[string]int        `json:"etcdKeysByPrefix,omitempty"`
 	GC                  *GCStage              `json:"gc,omitempty"`
+	SchedWait           map[string]*SchedWait `json:"schedWait,omitempty"` // by process
 	Note                string                `json:"note,omitempty"`
+}
+
+// SchedWait is how long one process's runnable goroutines waited for a
+// thread to run them over a stage: the Go runtime's scheduling latency
+// (/sched/latencies:seconds, exported as nodepulse_go_sched_latency_seconds).
+// A renewal's ack passes through several goroutines of the simulator and
+// of the collector, each of which may wait like this; a tail here that the
+// ack tail matches is the machine's CPU not being there when a goroutine
+// is ready, not a slow code path.
+type SchedWait struct {
+	Waits    float64 `json:"waits"` // sampled: the runtime times about one in eight of a goroutine's waits
+	P50      float64 `json:"p50"`
+	P99      float64 `json:"p99"`
+	P999     float64 `json:"p999"`
+	Over10ms float64 `json:"over10msShare"` // share of waits longer than 10 ms
 }
 
 // Duration of the stage in seconds.
@@ -394,6 +410,9 @@ func (r *Report) Markdown(w io.Writer, chartPath string) {
 		if s.Errors > 0 {
 			parts = append(parts, fmt.Sprintf("%s write errors", fnum(s.Errors, 0)))
 		}
+		if t := s.schedWaitText(schedRoles); t != "" {
+			parts = append(parts, "goroutines waiting to run (Go scheduling latency) p99 / p99.9, share over 10 ms: "+t)
+		}
 		if g := s.GC; g != nil && len(g.Cycles) > 0 {
 			gc := "GC cycles: " + g.gcCounts(nil)
 			if g.OutsideAck != nil && g.ExcludedSeconds > 0 {
@@ -557,4 +576,20 @@ func sanitize(v reflect.Value) any {
 	default:
 		return v.Interface()
 	}
+}
+
+// schedRoles are the processes whose scheduling latency the report shows,
+// in its order.
+var schedRoles = []string{"collector", "monitor", "sim", "sim-kill"}
+
+// schedWaitText lists the scheduling latency of roles that have one, e.g.
+// "collector 6.5 ms / 15.1 ms, 0.21 %; sim 13.5 ms / 50.3 ms, 1.40 %".
+func (s *Stage) schedWaitText(roles []string) string {
+	var out []string
+	for _, role := range roles {
+		if w := s.SchedWait[role]; w != nil {
+			out = append(out, fmt.Sprintf("%s %s / %s, %.2f %%", role, fdur(w.P99), fdur(w.P999), 100*w.Over10ms))
+		}
+	}
+	return strings.Join(out, "; ")
 }

@@ -1112,6 +1112,7 @@ func (r *runner) addStage(name, system string, nodes int, a, b *snap, pre *snap)
 	if s.Renewals > 0 {
 		s.TotalPer1k = s.TotalCores * dt / s.Renewals * 1000
 	}
+	s.SchedWait = schedWaits(a, b)
 	s.MachineBusy = (b.sys.Busy - a.sys.Busy) / dt
 	s.MachineSteal = (b.sys.Steal - a.sys.Steal) / dt
 	if a.etcd != nil && b.etcd != nil {
@@ -1178,6 +1179,51 @@ func (r *runner) addStage(name, system string, nodes int, a, b *snap, pre *snap)
 	}
 	r.report.Stages = append(r.report.Stages, s)
 	return s
+}
+
+// schedMetric is every nodepulse binary's Go scheduling latency histogram
+// (services/admin).
+const schedMetric = "nodepulse_go_sched_latency_seconds"
+
+// schedWaits is the scheduling latency of every process scraped in both
+// snapshots (or, for one started within the stage, in the second: all of
+// its life).
+func schedWaits(a, b *snap) map[string]*SchedWait {
+	pairs := map[string][2]Metrics{"collector": {a.coll, b.coll}, "monitor": {a.mon, b.mon}}
+	for role, m := range b.sims {
+		pairs[role] = [2]Metrics{a.sims[role], m}
+	}
+	out := map[string]*SchedWait{}
+	for role, p := range pairs {
+		if p[1] == nil {
+			continue
+		}
+		bb := p[1].Buckets(schedMetric)
+		if p[0] != nil && !restarted(p[0], p[1]) {
+			bb = SubBuckets(bb, p[0].Buckets(schedMetric))
+		}
+		if sw := schedWaitOf(bb); sw != nil {
+			out[role] = sw
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func schedWaitOf(bb []PromBucket) *SchedWait {
+	n := totalOf(bb)
+	if n <= 0 {
+		return nil
+	}
+	sw := &SchedWait{Waits: n, P50: PromQuantile(0.5, bb), P99: PromQuantile(0.99, bb), P999: PromQuantile(0.999, bb)}
+	for _, b := range bb {
+		if b.Le == 0.01 {
+			sw.Over10ms = (n - b.Count) / n
+		}
+	}
+	return sw
 }
 
 func totalOf(b []PromBucket) float64 {
