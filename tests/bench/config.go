@@ -239,8 +239,10 @@ func (c *Config) KillCount() int {
 // under which it runs with GC off (0: keep its default GC target). A
 // simulator never collects until it nears the limit, and each collection
 // of 90,000 virtual nodes stalls them all for 1-4 s. It allocates ~10 MB/s
-// at 100,000 nodes (~1 KB per renewal, most of it building the 5-minute
-// status re-sends with the real setters), so a quarter of a 24 GiB machine
+// at 100,000 nodes, ~1 KB per renewal: a status re-send built with the real
+// setters takes 8.8 KB (BenchmarkStatusResend in reporter/internal/
+// simulate), but at ~333 re-sends/s that is under a third of it; the rest
+// is gRPC's per-message buffers and the acks. A quarter of a 24 GiB machine
 // brought its first collection at ~430-450 s: inside a standard run's kill
 // stage, and every ~400 s of a longer hold. Half the machine moved it past
 // a standard run and to ~1,100 s of a long one (sessions 16-17: the one
@@ -272,8 +274,8 @@ func (c *Config) simMemoryLimitMiB(n int) int64 {
 // the 90,000-node simulator's one collection from ~1,100 s to 1,332 s of
 // a 20-minute hold (session 18, whose ramp a VM snapshot stretched to
 // 448 s and ~9 MB/s of garbage): about where such a hold ends after a
-// normal ramp, so not past it for certain. Less garbage per status
-// re-send is what would.
+// normal ramp, so not past it for certain. Less garbage per message is
+// what would.
 func autoSimMemoryMiB(totalMiB int64, nodes int) int64 {
 	if totalMiB <= 0 {
 		return 0
