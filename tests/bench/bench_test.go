@@ -8,6 +8,9 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"math"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -392,5 +395,21 @@ func TestSchedWaits(t *testing.T) {
 	}
 	if len(schedWaits(&snap{sims: map[string]Metrics{}}, &snap{sims: map[string]Metrics{}})) != 0 {
 		t.Error("no scrapes must give no scheduling latency")
+	}
+}
+
+func TestSimEnv(t *testing.T) {
+	for _, c := range []struct {
+		set  int
+		want []string
+	}{
+		{0, []string{"GOMAXPROCS=" + strconv.Itoa(2*runtime.NumCPU())}},
+		{3, []string{"GOMAXPROCS=3"}},
+		{-1, nil},
+	} {
+		cfg := Config{SimGOMAXPROCS: c.set}
+		if got := cfg.simEnv(); !slices.Equal(got, c.want) {
+			t.Errorf("--sim-gomaxprocs=%d: simulator environment %q, want %q", c.set, got, c.want)
+		}
 	}
 }

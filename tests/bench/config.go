@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -106,6 +107,9 @@ type Config struct {
 	WaitLoadMax       time.Duration
 	LogLevel          string
 	SimNice           int
+	// SimGOMAXPROCS: the simulators' GOMAXPROCS (0: twice the CPUs;
+	// negative: Go's default, the CPU count).
+	SimGOMAXPROCS int
 	// SimMemoryLimitMiB: the simulators run with GC off below this soft
 	// limit, shared by node count (0: autoSimMemoryMiB; negative: the
 	// simulator's own GC default).
@@ -150,6 +154,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.WaitLoadMax, "wait-load-max", 10*time.Minute, "give up waiting for a low load after this, and run anyway (the report says so)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level of collector and monitor (the simulators log at warn)")
 	fs.Int64Var(&c.SimMemoryLimitMiB, "sim-memory-limit-mib", 0, "the simulators (the load generator) run with Go's GC off, collecting only near a soft memory limit of this many MiB, shared between them by node count (0: what the collector, the monitor and etcd leave of the machine's memory at 40 KiB per node and 2 GiB, between half and two thirds of it, and at least 40 KiB per virtual node; negative: the simulator's default GC target, 400). Their collections otherwise stall the load they offer for seconds, and the run reports that as the system's latency: 100,000 virtual nodes in one process are not 100,000 reporters")
+	fs.IntVar(&c.SimGOMAXPROCS, "sim-gomaxprocs", 0, "GOMAXPROCS of the simulator processes (0: twice the machine's CPUs; negative: Go's default, one per CPU). With one P per CPU, a simulator's goroutines wait whenever the kernel runs another process on the thread that holds one of its Ps, and on a 2-core machine shared with the collector, the monitor and etcd that is often: its renewals go out late and in bursts, its acks are read late, and the run charges both to the system under test. 100,000 virtual nodes stand for 100,000 machines, each with CPUs of its own")
 	fs.IntVar(&c.SimNice, "sim-nice", 0, "scheduling niceness of the simulator processes (-20..19; below 0 needs root or CAP_SYS_NICE, and is skipped with a warning without): a load generator that has to wait for CPU sends its due renewals late and in bursts, and the offered load is then not the flat one the run asks for")
 	fs.StringVar(&c.Title, "title", "", "title of the report (default derived from N and connections)")
 	fs.BoolVar(&c.KeepEtcdData, "keep-etcd-data", false, "keep etcd's data directory (<out>/etcd-data) after a successful run, to inspect what the run left in the database (a failed run always keeps it)")
@@ -283,6 +288,19 @@ func autoSimMemoryMiB(totalMiB int64, nodes int) int64 {
 	perNode := int64(nodes) * 40 >> 10
 	share := min(max(totalMiB-perNode-2048, totalMiB/2), totalMiB*2/3)
 	return max(share, perNode)
+}
+
+// simEnv is the environment the simulators run with beyond the bench's
+// own.
+func (c *Config) simEnv() []string {
+	n := c.SimGOMAXPROCS
+	if n == 0 {
+		n = 2 * runtime.NumCPU()
+	}
+	if n < 0 {
+		return nil
+	}
+	return []string{"GOMAXPROCS=" + strconv.Itoa(n)}
 }
 
 // RenewInterval is how often a node renews.

@@ -179,6 +179,11 @@ func (r *runner) waitLoad(ctx context.Context) {
 }
 
 func (r *runner) startProc(role, bin string, args ...string) (*procutil.Proc, error) {
+	return r.startProcEnv(role, bin, nil, args...)
+}
+
+// startProcEnv is startProc with env added to the child's environment.
+func (r *runner) startProcEnv(role, bin string, env []string, args ...string) (*procutil.Proc, error) {
 	r.procMu.Lock()
 	n := len(r.procs[role])
 	r.procMu.Unlock()
@@ -186,7 +191,7 @@ func (r *runner) startProc(role, bin string, args ...string) (*procutil.Proc, er
 	if n > 0 {
 		logName = fmt.Sprintf("%s-%d", role, n+1)
 	}
-	p, err := procutil.StartEnv(logName, r.logDir, bin, gctraceEnv(), args...)
+	p, err := procutil.StartEnv(logName, r.logDir, bin, append(gctraceEnv(), env...), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -718,13 +723,13 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	r.mark("ramp")
 	rampStart := r.takeSnap(ctx)
-	sim, err := r.startProc("sim", bin("reporter"), simArgs(live, connLive, livePrefix, r.simAdmin, rampLive)...)
+	sim, err := r.startProcEnv("sim", bin("reporter"), c.simEnv(), simArgs(live, connLive, livePrefix, r.simAdmin, rampLive)...)
 	if err != nil {
 		return err
 	}
 	sims := []*procutil.Proc{sim}
 	if kill > 0 {
-		sk, err := r.startProc("sim-kill", bin("reporter"), simArgs(kill, connKill, killPrefix, r.killAdm, rampKill)...)
+		sk, err := r.startProcEnv("sim-kill", bin("reporter"), c.simEnv(), simArgs(kill, connKill, killPrefix, r.killAdm, rampKill)...)
 		if err != nil {
 			return err
 		}
