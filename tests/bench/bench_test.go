@@ -173,7 +173,7 @@ func fixedReport() *Report {
 	small := &Stage{Name: "baseline-10000", System: "baseline", Nodes: 10000, RenewalsPS: 990, Ack: Latency{P99: 0.02}}
 	r := &Report{Title: "100,000 nodes, 1000 connections", Command: "bench --nodes=100000", Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 		Duration: 700, Machine: MachineInfo{CPUs: 2, CPUModel: "Test CPU"},
-		Config: ReportConfig{Nodes: 100000, Connections: 1000, KillCount: 10000, RenewSeconds: 10, GraceSeconds: 40},
+		Config: ReportConfig{Nodes: 100000, Connections: 1000, KillCount: 10000, RenewSeconds: 10, GraceSeconds: 40, SimGOMAXPROCS: 4},
 		Stages: []*Stage{np, kill, restart, small, bl},
 		Timeline: []TimelinePoint{{T: 0, AckP99: math.NaN()}, {T: 1, RenewalsPS: 9000, AckP99: 0.004, Attached: 100, Ready: 90, Unknown: 10},
 			{T: 2, RenewalsPS: 10000, AckP99: 0.002, Attached: 100, Ready: 100}},
@@ -233,7 +233,8 @@ func TestMarkdownAndJSON(t *testing.T) {
 		"| renewals per 100 ms within ±20% of the mean | every bin | 100.00% of 1500 bins; largest deviation 12.0% (mean 1000); as sent: 100.00%, largest deviation 5.1% | yes |",
 		"as sent by the simulators: mean 1000.0, sd 0.0, min 960, max 1051, largest deviation 5.1%",
 		"(left out: 4 s of cycles and the 1 s after each; collector 1 (1.60 s)); goroutines waiting to run, p99 / p99.9, share over 10 ms: collector 2.1 ms / 6.4 ms, 0.02 %; sim 13.5 ms / 50.0 ms, 1.40 % | yes |",
-		"goroutines waiting to run (Go scheduling latency) p99 / p99.9, share over 10 ms: collector 2.1 ms / 6.4 ms, 0.02 %; sim 13.5 ms / 50.0 ms, 1.40 %"} {
+		"goroutines waiting to run (Go scheduling latency) p99 / p99.9, share over 10 ms: collector 2.1 ms / 6.4 ms, 0.02 %; sim 13.5 ms / 50.0 ms, 1.40 %",
+		"The simulators ran with GOMAXPROCS=4; the system under test with Go's default."} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}

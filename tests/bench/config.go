@@ -290,17 +290,25 @@ func autoSimMemoryMiB(totalMiB int64, nodes int) int64 {
 	return max(share, perNode)
 }
 
+// simGOMAXPROCS is the simulators' GOMAXPROCS, 0 for Go's default.
+func (c *Config) simGOMAXPROCS() int {
+	switch n := c.SimGOMAXPROCS; {
+	case n == 0:
+		return 2 * runtime.NumCPU()
+	case n < 0:
+		return 0
+	default:
+		return n
+	}
+}
+
 // simEnv is the environment the simulators run with beyond the bench's
 // own.
 func (c *Config) simEnv() []string {
-	n := c.SimGOMAXPROCS
-	if n == 0 {
-		n = 2 * runtime.NumCPU()
+	if n := c.simGOMAXPROCS(); n > 0 {
+		return []string{"GOMAXPROCS=" + strconv.Itoa(n)}
 	}
-	if n < 0 {
-		return nil
-	}
-	return []string{"GOMAXPROCS=" + strconv.Itoa(n)}
+	return nil
 }
 
 // RenewInterval is how often a node renews.

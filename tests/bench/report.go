@@ -51,6 +51,8 @@ type ReportConfig struct {
 	RestartDrainSecs float64 `json:"restartDrainWindowSeconds,omitempty"`
 	BaselineWorkers  int     `json:"baselineWorkers"`
 	BaselineClients  int     `json:"baselineClients"`
+	// SimGOMAXPROCS is the simulators' GOMAXPROCS (0: Go's default).
+	SimGOMAXPROCS int `json:"simGomaxprocs,omitempty"`
 }
 
 // ProcStage is one process over one stage.
@@ -306,6 +308,9 @@ func (r *Report) Markdown(w io.Writer, chartPath string) {
 	}
 	p("N = %s nodes (%s, %s killed at once), renewals every %gs with 4%% jitter, ramp %s/s, steady hold %gs, grace %gs, monitor period %gs, lease checkpoint every %gs.\n\n",
 		fnum(float64(c.Nodes), 0), conns, fnum(float64(c.KillCount), 0), c.RenewSeconds, fnum(c.RampRate, 0), c.HoldSeconds, c.GraceSeconds, c.MonitorPeriod, c.CheckpointSecs)
+	if c.SimGOMAXPROCS > 0 {
+		p("The simulators ran with GOMAXPROCS=%d; the system under test with Go's default.\n\n", c.SimGOMAXPROCS)
+	}
 	if chartPath != "" {
 		p("![renewals/s, ack latency and node states over the run](%s)\n\n", chartPath)
 	}

@@ -124,7 +124,7 @@ func Run(ctx context.Context, cfg Config, command string, log io.Writer) (*Repor
 		HoldSeconds: cfg.Hold.Seconds(), GraceSeconds: cfg.Grace.Seconds(), RenewSeconds: cfg.RenewInterval().Seconds(),
 		CheckpointSecs: cfg.Checkpoint.Seconds(), MonitorPeriod: cfg.MonitorPeriod.Seconds(),
 		RestartDrainSecs: cfg.RestartDrain.Seconds(),
-		BaselineWorkers:  cfg.BaselineWork, BaselineClients: cfg.BaselineConns,
+		BaselineWorkers:  cfg.BaselineWork, BaselineClients: cfg.BaselineConns, SimGOMAXPROCS: cfg.simGOMAXPROCS(),
 	}}
 	if cfg.WaitLoad > 0 {
 		r.waitLoad(ctx)
