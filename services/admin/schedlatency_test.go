@@ -67,6 +67,9 @@ func TestSchedLatencyExported(t *testing.T) {
 	if !slices.Equal(bounds, SchedLatencyBuckets) {
 		t.Errorf("bucket bounds %v, want %v", bounds, SchedLatencyBuckets)
 	}
+	if !slices.Contains(bounds, 0.01) {
+		t.Errorf("no 10 ms bound in %v: the scale benchmark's share of waits over 10 ms reads it", bounds)
+	}
 }
 
 func schedCount(t *testing.T, reg *prometheus.Registry) uint64 {
@@ -81,10 +84,10 @@ func schedHistogram(t *testing.T, reg *prometheus.Registry) *dto.Histogram {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == "nodepulse_go_sched_latency_seconds" {
+		if mf.GetName() == SchedLatencyName {
 			return mf.GetMetric()[0].GetHistogram()
 		}
 	}
-	t.Fatal("nodepulse_go_sched_latency_seconds not gathered")
+	t.Fatal(SchedLatencyName + " not gathered")
 	return nil
 }

@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nodepulse/nodepulse/services/admin"
 	"github.com/nodepulse/nodepulse/services/procutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -1186,9 +1187,8 @@ func (r *runner) addStage(name, system string, nodes int, a, b *snap, pre *snap)
 	return s
 }
 
-// schedMetric is every nodepulse binary's Go scheduling latency histogram
-// (services/admin).
-const schedMetric = "nodepulse_go_sched_latency_seconds"
+// schedMetric is every nodepulse binary's Go scheduling latency histogram.
+const schedMetric = admin.SchedLatencyName
 
 // schedWaits is the scheduling latency of every process scraped in both
 // snapshots (or, for one started within the stage, in the second: all of
@@ -1224,7 +1224,7 @@ func schedWaitOf(bb []PromBucket) *SchedWait {
 	}
 	sw := &SchedWait{Waits: n, P50: PromQuantile(0.5, bb), P99: PromQuantile(0.99, bb), P999: PromQuantile(0.999, bb)}
 	for _, b := range bb {
-		if b.Le == 0.01 {
+		if b.Le == 0.01 { // one of admin.SchedLatencyBuckets, which its test keeps
 			sw.Over10ms = (n - b.Count) / n
 		}
 	}
