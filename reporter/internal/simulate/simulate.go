@@ -196,7 +196,7 @@ func New(cfg Config, lg *zap.Logger, m *Metrics) (*Simulator, error) {
 	s.started.Store(time.Now().UnixNano())
 	s.reporterID = fmt.Sprintf("sim-%d", s.started.Load())
 	for i := range cfg.Connections {
-		cc, err := grpcclient.Dial(cfg.Collector, nil, connectParams)
+		cc, err := grpcclient.Dial(cfg.Collector, nil, connectParams, grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newAckCodec())))
 		if err != nil {
 			s.closeConns()
 			return nil, fmt.Errorf("connection %d: %w", i, err)
@@ -435,15 +435,17 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 		s.m.connected.Add(-1)
 		c.post(event{kind: evDetached, node: int32(i), gen: gen})
 	}()
+	// Acks are decoded into rb (ackwire.go): nothing below keeps resp past
+	// the next receive.
+	rb := new(respBuf)
 	for {
-		resp, err := stream.Recv()
-		if err != nil {
+		if err := stream.RecvMsg(rb); err != nil {
 			if s.streamCtx.Err() == nil && n.flags.Load()&flagStopped == 0 {
 				c.noteBroken(s.Name(i), err)
 			}
 			return true, false, nil
 		}
-		switch m := resp.GetMessage().(type) {
+		switch m := rb.resp.GetMessage().(type) {
 		case *collectorv1.ReportResponse_Ack:
 			a := m.Ack
 			if a.GetSeq() == n.leaseSeq.Load() {
