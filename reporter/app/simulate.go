@@ -45,7 +45,10 @@ GET /stats on the control address shows node counts by state.
 The admin address serves, beside /metrics and /debug/pprof,
 GET /debug/sendbins?from=<unix ms>&to=<unix ms>: the renewals sent in each
 100 ms between the two, as JSON, e.g.
-  curl "localhost:9192/debug/sendbins?from=$(($(date +%s%3N)-10000))&to=$(date +%s%3N)"`
+  curl "localhost:9192/debug/sendbins?from=$(($(date +%s%3N)-10000))&to=$(date +%s%3N)"
+and POST /debug/gc: one garbage collection now, answered with the heap before and
+after and how long it took (the benchmark asks for one after its ramp):
+  curl -X POST localhost:9192/debug/gc`
 
 // SimulateConfig configures "reporter simulate".
 type SimulateConfig struct {
@@ -153,6 +156,9 @@ func RunSimulation(ctx context.Context, cfg SimulateConfig, lg *zap.Logger) erro
 		// The renewals sent per 100 ms, which the benchmark compares with
 		// the same renewals binned by arrival at the collector.
 		ad.Handle("GET /debug/sendbins", sim.SendBinsHandler())
+		// A garbage collection on request, outside measured load (see
+		// simulate.CollectHandler).
+		ad.Handle("/debug/gc", simulate.CollectHandler())
 		g.Add("admin", run.Func(ad.Run))
 	}
 	if cfg.ControlAddress != "" {

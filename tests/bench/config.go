@@ -26,7 +26,9 @@ Starts, as separate processes on 127.0.0.1: a real etcd (bin/etcd), a collector,
 a monitor and the reporter simulator in two processes (the survivors and the
 --kill-fraction that is SIGKILLed at once). Stages:
 
-  ramp       the fleet registers at --ramp-rate until every node is attached and Ready
+  ramp       the fleet registers at --ramp-rate until every node is attached and Ready;
+             the simulators then collect their garbage once and the load settles
+             for one renew interval
   steady     --hold of steady renewals (every node-lease-duration/4 = 10 s, jittered)
   kill       SIGKILL the small simulator: every killed node must turn Unknown
              within grace + 2 s; survivors must not (false Unknown)
@@ -153,7 +155,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.WaitLoad, "wait-load", 0, "before starting, wait until the 1-minute load average is below this (0: do not wait)")
 	fs.DurationVar(&c.WaitLoadMax, "wait-load-max", 10*time.Minute, "give up waiting for a low load after this, and run anyway (the report says so)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level of collector and monitor (the simulators log at warn)")
-	fs.Int64Var(&c.SimMemoryLimitMiB, "sim-memory-limit-mib", 0, "the simulators (the load generator) run with Go's GC off, collecting only near a soft memory limit of this many MiB, shared between them by node count (0: what the collector, the monitor and etcd leave of the machine's memory at 40 KiB per node and 2 GiB, between half and two thirds of it, and at least 40 KiB per virtual node; negative: the simulator's default GC target, 400). Their collections otherwise stall the load they offer for seconds, and the run reports that as the system's latency: 100,000 virtual nodes in one process are not 100,000 reporters")
+	fs.Int64Var(&c.SimMemoryLimitMiB, "sim-memory-limit-mib", 0, "the simulators (the load generator) run with Go's GC off, collecting only near a soft memory limit of this many MiB, shared between them by node count (0: what the collector, the monitor and etcd leave of the machine's memory at 40 KiB per node and 2 GiB, between half and two thirds of it, and at least 40 KiB per virtual node; negative: the simulator's default GC target, 400). Their collections otherwise stall the load they offer for seconds, and the run reports that as the system's latency: 100,000 virtual nodes in one process are not 100,000 reporters. Whatever the limit, each simulator collects once at the end of the ramp (POST /debug/gc), before the settling interval")
 	fs.IntVar(&c.SimGOMAXPROCS, "sim-gomaxprocs", 0, "GOMAXPROCS of the simulator processes (0: twice the machine's CPUs; negative: Go's default, one per CPU). With one P per CPU, a simulator's goroutines wait whenever the kernel runs another process on the thread that holds one of its Ps, and on a 2-core machine shared with the collector, the monitor and etcd that is often: its renewals go out late and in bursts, its acks are read late, and the run charges both to the system under test. 100,000 virtual nodes stand for 100,000 machines, each with CPUs of its own")
 	fs.IntVar(&c.SimNice, "sim-nice", 0, "scheduling niceness of the simulator processes (-20..19; below 0 needs root or CAP_SYS_NICE, and is skipped with a warning without): a load generator that has to wait for CPU sends its due renewals late and in bursts, and the offered load is then not the flat one the run asks for")
 	fs.StringVar(&c.Title, "title", "", "title of the report (default derived from N and connections)")

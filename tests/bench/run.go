@@ -777,12 +777,24 @@ func (r *runner) run(ctx context.Context) error {
 		return fmt.Errorf("ramp: only %d of %d nodes attached and %d Ready after %s (feed connected %v, monitor watch connected %v)",
 			v.Attached, c.Nodes, v.Ready, rampTimeout, v.FeedConnected, v.WatchConnected)
 	}
-	r.logf("ramp: all %d nodes attached and Ready; settling for one renew interval", c.Nodes)
+	r.logf("ramp: all %d nodes attached and Ready", c.Nodes)
+	// The simulators' ramp garbage goes now, not in a measured stage (see
+	// collectSims); the settling interval after it is a whole renew
+	// interval, so renewals the collection delayed are back in phase.
+	freed, err := r.collectSims(ctx)
+	if err != nil {
+		return fmt.Errorf("ramp: the simulators' garbage collection: %w", err)
+	}
+	r.logf("ramp: simulators collected (heap before → after): %s; settling for one renew interval", freed)
 	if err := r.sleep(ctx, c.RenewInterval()+2*time.Second, core...); err != nil {
 		return err
 	}
 	rampEnd := r.takeSnap(ctx)
-	r.addStage("ramp", "nodepulse", c.Nodes, rampStart, rampEnd, nil)
+	ramp := r.addStage("ramp", "nodepulse", c.Nodes, rampStart, rampEnd, nil)
+	if ramp.Note != "" {
+		ramp.Note += "; "
+	}
+	ramp.Note += "at its end the simulators collected their garbage (heap before → after: " + freed + ")"
 
 	// steady
 	r.mark("steady")

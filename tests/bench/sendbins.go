@@ -62,7 +62,12 @@ func getSendBins(ctx context.Context, c *http.Client, base string, from, to time
 // getJSON GETs u and decodes its JSON body into v; any status but 200 is
 // an error carrying the start of the body.
 func getJSON(ctx context.Context, c *http.Client, u string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	return doJSON(ctx, c, http.MethodGet, u, v)
+}
+
+// doJSON sends a request with no body and decodes the JSON answer into v.
+func doJSON(ctx context.Context, c *http.Client, method, u string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
 		return err
 	}
@@ -73,10 +78,10 @@ func getJSON(ctx context.Context, c *http.Client, u string, v any) error {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, b)
+		return fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, b)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("GET %s: %w", u, err)
+		return fmt.Errorf("%s %s: %w", method, u, err)
 	}
 	return nil
 }
