@@ -365,11 +365,7 @@ func (r *runner) sampler(ctx context.Context) {
 				delete(prevSim, role)
 				continue
 			}
-			a := r.simAdmin
-			if role == "sim-kill" {
-				a = r.killAdm
-			}
-			m := r.scrape(ctx, "http://"+a+"/metrics")
+			m := r.scrape(ctx, "http://"+r.simAdminOf(role)+"/metrics")
 			if m == nil {
 				continue
 			}

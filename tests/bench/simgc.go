@@ -28,18 +28,23 @@ type simCollected struct {
 func (r *runner) collectSims(ctx context.Context) (string, error) {
 	var out []string
 	for _, role := range []string{"sim", "sim-kill"} {
-		a := r.simAdmin
-		if role == "sim-kill" {
-			a = r.killAdm
-		}
 		if !r.alive(role) {
 			continue
 		}
 		var c simCollected
-		if err := doJSON(ctx, r.http, http.MethodPost, "http://"+a+"/debug/gc", &c); err != nil {
+		if err := doJSON(ctx, r.http, http.MethodPost, "http://"+r.simAdminOf(role)+"/debug/gc", &c); err != nil {
 			return "", fmt.Errorf("%s: %w", role, err)
 		}
 		out = append(out, fmt.Sprintf("%s %s → %s in %s", role, fbytes(float64(c.HeapBeforeBytes)), fbytes(float64(c.HeapAfterBytes)), fdur(c.Seconds)))
 	}
 	return strings.Join(out, ", "), nil
+}
+
+// simAdminOf is the admin address of the simulator with the given role
+// ("sim" or "sim-kill").
+func (r *runner) simAdminOf(role string) string {
+	if role == "sim-kill" {
+		return r.killAdm
+	}
+	return r.simAdmin
 }
