@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/nodepulse/nodepulse/monitor/internal/cli"
+	"github.com/nodepulse/nodepulse/monitor/cli"
 )
 
 func main() {

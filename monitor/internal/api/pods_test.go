@@ -16,8 +16,8 @@ import (
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
-	"github.com/nodepulse/nodepulse/monitor/internal/eviction"
-	"github.com/nodepulse/nodepulse/monitor/internal/podutil"
+	"github.com/nodepulse/nodepulse/monitor/internal/workloads/eviction"
+	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podutil"
 	"github.com/nodepulse/nodepulse/services/identity/devca"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/tlsconfig"

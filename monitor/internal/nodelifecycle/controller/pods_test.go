@@ -14,7 +14,7 @@ import (
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
-	"github.com/nodepulse/nodepulse/monitor/internal/podutil"
+	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podutil"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 )

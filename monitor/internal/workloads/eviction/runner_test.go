@@ -14,9 +14,9 @@ import (
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
-	"github.com/nodepulse/nodepulse/monitor/internal/admission"
-	"github.com/nodepulse/nodepulse/monitor/internal/cache"
-	"github.com/nodepulse/nodepulse/monitor/internal/podutil"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
+	"github.com/nodepulse/nodepulse/monitor/internal/workloads/admission"
+	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podutil"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 	"github.com/nodepulse/nodepulse/services/nodestore/memstore"

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
-	"github.com/nodepulse/nodepulse/monitor/internal/lifecycle"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 

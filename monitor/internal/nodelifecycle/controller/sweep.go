@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/nodepulse/nodepulse/monitor/internal/lifecycle"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 

@@ -3,7 +3,7 @@ package controller
 import (
 	"time"
 
-	"github.com/nodepulse/nodepulse/monitor/internal/lifecycle"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
 )
 
 // Facts is what the leader knows about one node's timing, for ExplainNode.

@@ -9,8 +9,8 @@ import (
 	"go.uber.org/zap"
 
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
-	"github.com/nodepulse/nodepulse/monitor/internal/cache"
-	"github.com/nodepulse/nodepulse/monitor/internal/podutil"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
+	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podutil"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 )

@@ -36,9 +36,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
-	"github.com/nodepulse/nodepulse/monitor/internal/cache"
-	"github.com/nodepulse/nodepulse/monitor/internal/lifecycle"
-	"github.com/nodepulse/nodepulse/monitor/internal/liveness"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/liveness"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 )

@@ -14,9 +14,9 @@ import (
 	"go.uber.org/zap"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
-	"github.com/nodepulse/nodepulse/monitor/internal/cache"
-	"github.com/nodepulse/nodepulse/monitor/internal/lifecycle"
-	"github.com/nodepulse/nodepulse/monitor/internal/liveness"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/liveness"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 	"github.com/nodepulse/nodepulse/services/nodestore/memstore"
