@@ -1,0 +1,4 @@
+// Package store runs the nodestore conformance suite against etcdstore on an
+// embedded etcd: the suite memstore passes too, so the fake and the real
+// store cannot disagree unnoticed.
+package store
