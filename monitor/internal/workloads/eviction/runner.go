@@ -54,6 +54,7 @@ import (
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/leadership"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podutil"
@@ -63,10 +64,7 @@ import (
 
 // Leader is what the runner needs from the lifecycle controller.
 type Leader interface {
-	// Leadership returns the fence and a channel closed when it ends.
-	Leadership() (nodestore.Fence, <-chan struct{}, bool)
-	// LeaderChanged is closed when a leadership next starts or ends.
-	LeaderChanged() <-chan struct{}
+	leadership.Leader
 	// Paused is why judgement is paused ("" when it is not): the leader's
 	// view is stale, so nothing is deleted until it is fresh again.
 	Paused() string
@@ -146,26 +144,12 @@ func New(cfg Config, store nodestore.Store, c *cache.Cache, leader Leader, lg *z
 var errLost = errors.New("leadership lost")
 
 // Run follows the controller's leadership until ctx ends: while this
-// replica leads, it evicts.
+// replica leads, it evicts. A fenced write ends lead early (errLost); the
+// controller steps down too, and Follow waits for that before looking again.
 func (r *Runner) Run(ctx context.Context) error {
-	for ctx.Err() == nil {
-		changed := r.leader.LeaderChanged()
-		if fence, done, ok := r.leader.Leadership(); ok {
-			err := r.lead(ctx, fence, done)
-			if errors.Is(err, errLost) {
-				// Fenced: the controller steps down too; wait for it.
-				select {
-				case <-ctx.Done():
-				case <-done:
-				}
-			}
-			continue
-		}
-		select {
-		case <-ctx.Done():
-		case <-changed:
-		}
-	}
+	leadership.Follow(ctx, r.leader, func(ctx context.Context, fence nodestore.Fence, done <-chan struct{}) {
+		_ = r.lead(ctx, fence, done)
+	})
 	return nil
 }
 
