@@ -259,6 +259,7 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	}
 	ec := eviction.DefaultConfig()
 	ec.Resync = cfg.EvictionResync
+	ec.Election = controller.ElectionName
 	if a.evict, err = eviction.New(ec, a.store, a.cache, a.ctl, lg, registerer); err != nil {
 		return nil, a.closeOnErr(err)
 	}
@@ -277,7 +278,7 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	if err != nil {
 		return nil, a.closeOnErr(err)
 	}
-	nodeAPI := api.New(a.store, a.cache, a.ctl, a.live, lg, nil)
+	nodeAPI := api.New(a.store, a.cache, lifecycleView{a.ctl, a.store}, a.live, lg, nil)
 	nodeAPI.SetEvictor(a.evict)
 	nodev1.RegisterNodeServiceServer(a.grpc.Server, nodeAPI)
 	podv1.RegisterPodServiceServer(a.grpc.Server, api.NewPodServer(a.store, a.cache, a.evict, cfg.Admission, lg, nil))

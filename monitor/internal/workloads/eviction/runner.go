@@ -5,7 +5,9 @@
 //
 // The decisions are pure (Matcher.Decide, injected now); Runner applies them
 // on the leader, with every write fenced by the leader's election key and
-// conditional on the pod's ModRevision.
+// conditional on the pod's ModRevision. The same decisions put a pod's fate
+// in words for ExplainPod and ExplainNode (explain.go): the leader's
+// schedule where it has one, a prediction elsewhere.
 //
 // Failover. Schedules live in the leader's memory, as upstream. A new leader
 // rebuilds them from what it can prove, which is never earlier than what
@@ -90,6 +92,9 @@ type Config struct {
 	PausedRetry time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Election is the election the lifecycle controller campaigns in: a
+	// follower's explanations name its leader ("" leaves it unnamed).
+	Election string
 }
 
 // DefaultConfig returns upstream's retry policy and a 30s resync.
