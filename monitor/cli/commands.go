@@ -58,16 +58,7 @@ func NodeStatus(n *nodev1.Node) string {
 }
 
 func printTable(w io.Writer, nodes []*nodev1.Node, wide bool, now time.Time) error {
-	if len(nodes) == 0 {
-		_, err := fmt.Fprintln(w, "No nodes found.")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	head := "NAME\tSTATUS\tAGE\tVERSION"
-	if wide {
-		head += "\tINTERNAL-IP\tOS-IMAGE\tKERNEL-VERSION\tZONE"
-	}
-	fmt.Fprintln(tw, head)
+	rows := make([]string, 0, len(nodes))
 	for _, n := range nodes {
 		row := fmt.Sprintf("%s\t%s\t%s\t%s", n.GetMetadata().GetName(), NodeStatus(n), age(n.GetMetadata().GetCreationTimestamp(), now), orNone(n.GetStatus().GetNodeInfo().GetReporterVersion()))
 		if wide {
@@ -82,9 +73,9 @@ func printTable(w io.Writer, nodes []*nodev1.Node, wide bool, now time.Time) err
 			row += fmt.Sprintf("\t%s\t%s\t%s\t%s", ip, orNone(info.GetOsImage()), orNone(info.GetKernelVersion()),
 				orNone(nodemodel.ZoneName(nodemodel.ZoneKey(n.GetMetadata().GetLabels()))))
 		}
-		fmt.Fprintln(tw, row)
+		rows = append(rows, row)
 	}
-	return tw.Flush()
+	return writeTable(w, "No nodes found.", "NAME\tSTATUS\tAGE\tVERSION", "\tINTERNAL-IP\tOS-IMAGE\tKERNEL-VERSION\tZONE", wide, rows)
 }
 
 func (c *command) watch(ctx context.Context, cl nodev1.NodeServiceClient) error {

@@ -89,6 +89,24 @@ func printObjects[T proto.Message](c *command, k kind[T], items []T, list bool) 
 	return fmt.Errorf("-o %q: want wide, json, yaml or name", c.output)
 }
 
+// writeTable writes a get table: none when there are no rows, otherwise
+// the head (with wideHead when wide) and the rows, tab-separated, aligned.
+func writeTable(w io.Writer, none, head, wideHead string, wide bool, rows []string) error {
+	if len(rows) == 0 {
+		_, err := fmt.Fprintln(w, none)
+		return err
+	}
+	if wide {
+		head += wideHead
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, head)
+	for _, r := range rows {
+		fmt.Fprintln(tw, r)
+	}
+	return tw.Flush()
+}
+
 // printExplanation writes what explain node and explain pod answer.
 func printExplanation(w io.Writer, what, summary string, details []string) {
 	fmt.Fprintf(w, "%s: %s\n", what, summary)

@@ -155,16 +155,7 @@ func ownerOf(p *podv1.Pod) string {
 }
 
 func printPodTable(w io.Writer, pods []*podv1.Pod, wide bool, now time.Time) error {
-	if len(pods) == 0 {
-		_, err := fmt.Fprintln(w, "No pods found.")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	head := "NAMESPACE\tNAME\tREADY\tSTATUS\tNODE\tAGE"
-	if wide {
-		head += "\tOWNER\tTOLERATIONS"
-	}
-	fmt.Fprintln(tw, head)
+	rows := make([]string, 0, len(pods))
 	for _, p := range pods {
 		md := p.GetMetadata()
 		st := orNone(p.GetStatus().GetPhase())
@@ -177,9 +168,9 @@ func printPodTable(w io.Writer, pods []*podv1.Pod, wide bool, now time.Time) err
 		if wide {
 			row += fmt.Sprintf("\t%s\t%d", ownerOf(p), len(p.GetSpec().GetTolerations()))
 		}
-		fmt.Fprintln(tw, row)
+		rows = append(rows, row)
 	}
-	return tw.Flush()
+	return writeTable(w, "No pods found.", "NAMESPACE\tNAME\tREADY\tSTATUS\tNODE\tAGE", "\tOWNER\tTOLERATIONS", wide, rows)
 }
 
 // DescribePod writes the kubectl-describe-like view of a pod.

@@ -93,6 +93,11 @@ func start(t *testing.T, o opts) *env {
 }
 
 func (e *env) client(t *testing.T, creds credentials.TransportCredentials) nodev1.NodeServiceClient {
+	return nodev1.NewNodeServiceClient(e.dial(t, creds))
+}
+
+// dial connects to the env's server, plaintext unless creds are given.
+func (e *env) dial(t *testing.T, creds credentials.TransportCredentials) *grpc.ClientConn {
 	t.Helper()
 	if creds == nil {
 		creds = insecure.NewCredentials()
@@ -102,7 +107,7 @@ func (e *env) client(t *testing.T, creds credentials.TransportCredentials) nodev
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	return nodev1.NewNodeServiceClient(cc)
+	return cc
 }
 
 func (e *env) put(t *testing.T, name string, labels map[string]string, ready string, unschedulable bool) {

@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
@@ -23,16 +21,7 @@ import (
 )
 
 func (e *env) pods(t *testing.T, creds credentials.TransportCredentials) podv1.PodServiceClient {
-	t.Helper()
-	if creds == nil {
-		creds = insecure.NewCredentials()
-	}
-	cc, err := grpc.NewClient(e.addr, grpc.WithTransportCredentials(creds))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	return podv1.NewPodServiceClient(cc)
+	return podv1.NewPodServiceClient(e.dial(t, creds))
 }
 
 func newPod(ns, name, node, owner string, labels map[string]string) *podv1.Pod {

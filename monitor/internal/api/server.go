@@ -258,34 +258,36 @@ func (s *Server) served(name string, meta *nodev1.Node) *nodev1.Node {
 
 // CordonNode implements NodeService.
 func (s *Server) CordonNode(ctx context.Context, req *nodev1.CordonNodeRequest) (*nodev1.CordonNodeResponse, error) {
-	n, err := s.update(ctx, req.GetName(), func(n *nodev1.Node) (bool, error) {
-		if n.Spec.Unschedulable {
-			return false, nil
-		}
-		n.Spec.Unschedulable = true
-		return true, nil
-	})
+	n, err := s.setUnschedulable(ctx, req.GetName(), true, "node cordoned")
 	if err != nil {
 		return nil, err
 	}
-	s.audit(ctx, "node", "node cordoned", req.GetName())
 	return &nodev1.CordonNodeResponse{Node: n}, nil
 }
 
 // UncordonNode implements NodeService.
 func (s *Server) UncordonNode(ctx context.Context, req *nodev1.UncordonNodeRequest) (*nodev1.UncordonNodeResponse, error) {
-	n, err := s.update(ctx, req.GetName(), func(n *nodev1.Node) (bool, error) {
-		if !n.Spec.Unschedulable {
-			return false, nil
-		}
-		n.Spec.Unschedulable = false
-		return true, nil
-	})
+	n, err := s.setUnschedulable(ctx, req.GetName(), false, "node uncordoned")
 	if err != nil {
 		return nil, err
 	}
-	s.audit(ctx, "node", "node uncordoned", req.GetName())
 	return &nodev1.UncordonNodeResponse{Node: n}, nil
+}
+
+// setUnschedulable cordons (on) or uncordons a node; a node already so is
+// left unwritten.
+func (s *Server) setUnschedulable(ctx context.Context, name string, on bool, audit string) (*nodev1.Node, error) {
+	n, err := s.update(ctx, name, func(n *nodev1.Node) (bool, error) {
+		if n.Spec.Unschedulable == on {
+			return false, nil
+		}
+		n.Spec.Unschedulable = on
+		return true, nil
+	})
+	if err == nil {
+		s.audit(ctx, "node", audit, name)
+	}
+	return n, err
 }
 
 // AddTaint implements NodeService.
