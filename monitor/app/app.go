@@ -259,15 +259,15 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	}
 	ec := eviction.DefaultConfig()
 	ec.Resync = cfg.EvictionResync
+	ec.Election = controller.ElectionName
 	if a.evict, err = eviction.New(ec, a.store, a.cache, a.ctl, lg, registerer); err != nil {
 		return nil, a.closeOnErr(err)
 	}
-	ds, _ := a.store.(defrag.Store) // nil: this store cannot defragment (memstore)
-	if a.defrag, err = defrag.New(cfg.Defrag, ds, a.ctl, lg, registerer); err != nil {
+	upkeep, _ := a.store.(nodestore.Maintenance) // nil: this store has no upkeep (memstore)
+	if a.defrag, err = defrag.New(cfg.Defrag, upkeep, a.ctl, lg, registerer); err != nil {
 		return nil, a.closeOnErr(err)
 	}
-	cs, _ := a.store.(compactor.Store) // nil: this store cannot compact (memstore)
-	if a.compact, err = compactor.New(compactor.Config{Interval: cfg.CompactionInterval, Compacted: a.defrag.Compacted}, cs, a.ctl, lg, registerer); err != nil {
+	if a.compact, err = compactor.New(compactor.Config{Interval: cfg.CompactionInterval, Compacted: a.defrag.Compacted}, upkeep, a.ctl, lg, registerer); err != nil {
 		return nil, a.closeOnErr(err)
 	}
 	auth := api.Authorizer{Plaintext: cfg.GRPC.TLS.Insecure, OperatorToken: cfg.OperatorToken, Log: lg.Named("auth")}
@@ -278,7 +278,7 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	if err != nil {
 		return nil, a.closeOnErr(err)
 	}
-	nodeAPI := api.New(a.store, a.cache, a.ctl, a.live, lg, nil)
+	nodeAPI := api.New(a.store, a.cache, lifecycleView{a.ctl, a.store}, a.live, lg, nil)
 	nodeAPI.SetEvictor(a.evict)
 	nodev1.RegisterNodeServiceServer(a.grpc.Server, nodeAPI)
 	podv1.RegisterPodServiceServer(a.grpc.Server, api.NewPodServer(a.store, a.cache, a.evict, cfg.Admission, lg, nil))

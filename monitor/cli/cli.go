@@ -1,7 +1,9 @@
 // Package cli is the nodepulse command line: kubectl-like views of the
 // monitor's NodeService (get, describe, watch, explain) and the operator's
 // changes (cordon, uncordon, taint, delete, request-status), plus
-// development certificates (certs init).
+// development certificates (certs init). It talks to the monitor only
+// through the generated gRPC clients and shares nothing with the monitor's
+// internals, so it can be read (and built) alone.
 package cli
 
 import (
@@ -24,6 +26,7 @@ import (
 	"github.com/nodepulse/nodepulse/services/grpcclient"
 	"github.com/nodepulse/nodepulse/services/identity/devca"
 	"github.com/nodepulse/nodepulse/services/tlsconfig"
+	"github.com/nodepulse/nodepulse/services/version"
 )
 
 // EnvPrefix of the CLI's environment variables (NODEPULSE_SERVER ...).
@@ -50,6 +53,7 @@ Commands:
   create pod -f pod.json        (protojson Pod; admission adds default tolerations)
   delete pod NS/NAME
   certs init --dir D [--hosts h1,h2] [--nodes n1,n2] [--operators alice]
+  version                       print the version (also --version)
 
 Connection flags may be given before or after the command. TLS is used when
 any --tls-* flag is set; otherwise the connection is plaintext (development).`
@@ -104,19 +108,30 @@ func Main(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs.SetOutput(errOut)
 	c.fs = fs
 	c.g.register(fs)
-	fs.StringVar(&c.selector, "l", "", "label selector: k=v, k!=v, k in (a,b), k notin (a,b), k, !k")
-	fs.StringVar(&c.selector, "selector", "", "same as -l")
-	fs.StringVar(&c.condition, "condition", "", "condition selector, e.g. Ready=Unknown or Ready!=True")
-	fs.StringVar(&c.output, "o", "", "output: wide, json, yaml or name")
-	fs.StringVar(&c.rv, "resource-version", "", "watch: resume after this resource version")
-	fs.StringVar(&c.namespace, "n", "", "pods: namespace (default: all namespaces for get, \"default\" for NAME without NS/)")
-	fs.StringVar(&c.namespace, "namespace", "", "same as -n")
-	fs.StringVar(&c.node, "node", "", "get pods: only pods bound to this node")
-	fs.StringVar(&c.file, "f", "", "create pod: file with a protojson Pod (- for stdin)")
-	fs.StringVar(&c.dir, "dir", "", "certs init: output directory")
-	fs.StringVar(&c.hosts, "hosts", "", "certs init: extra server host names and IPs, comma-separated")
-	fs.StringVar(&c.nodes, "nodes", "", "certs init: node names to issue node certificates for")
-	fs.StringVar(&c.operators, "operators", "", "certs init: operator names to issue operator certificates for")
+	// One entry a flag; a second name is an alias ("same as -l").
+	for _, f := range []struct {
+		p     *string
+		names []string
+		usage string
+	}{
+		{&c.selector, []string{"l", "selector"}, "label selector: k=v, k!=v, k in (a,b), k notin (a,b), k, !k"},
+		{&c.condition, []string{"condition"}, "condition selector, e.g. Ready=Unknown or Ready!=True"},
+		{&c.output, []string{"o"}, "output: wide, json, yaml or name"},
+		{&c.rv, []string{"resource-version"}, "watch: resume after this resource version"},
+		{&c.namespace, []string{"n", "namespace"}, "pods: namespace (default: all namespaces for get, \"default\" for NAME without NS/)"},
+		{&c.node, []string{"node"}, "get pods: only pods bound to this node"},
+		{&c.file, []string{"f"}, "create pod: file with a protojson Pod (- for stdin)"},
+		{&c.dir, []string{"dir"}, "certs init: output directory"},
+		{&c.hosts, []string{"hosts"}, "certs init: extra server host names and IPs, comma-separated"},
+		{&c.nodes, []string{"nodes"}, "certs init: node names to issue node certificates for"},
+		{&c.operators, []string{"operators"}, "certs init: operator names to issue operator certificates for"},
+	} {
+		fs.StringVar(f.p, f.names[0], "", f.usage)
+		for _, alias := range f.names[1:] {
+			fs.StringVar(f.p, alias, "", "same as -"+f.names[0])
+		}
+	}
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	// Flags may follow the command and its arguments (kubectl style).
 	var pos []string
 	rest := args
@@ -143,6 +158,10 @@ func Main(ctx context.Context, args []string, out, errOut io.Writer) error {
 		rest = fs.Args()[1:]
 	}
 	c.args = pos
+	if *showVersion || (len(pos) == 1 && pos[0] == "version") {
+		_, err := fmt.Fprintln(c.out, version.String())
+		return err
+	}
 	if len(pos) == 0 {
 		fs.Usage()
 		return errors.New("no command given")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 	"github.com/nodepulse/nodepulse/services/nodestore/memstore"
+	"github.com/nodepulse/nodepulse/services/version"
 )
 
 // startMonitor runs a real monitor (gRPC on 127.0.0.1:0) over memstore.
@@ -183,6 +185,20 @@ func TestHumanDuration(t *testing.T) {
 	} {
 		if got := HumanDuration(d); got != want {
 			t.Errorf("%s: %s, want %s", d, got, want)
+		}
+	}
+}
+
+// --version and the version command print the build's version and need no
+// monitor.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		var out bytes.Buffer
+		if err := Main(context.Background(), args, &out, io.Discard); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if got := strings.TrimSpace(out.String()); got != version.String() {
+			t.Errorf("%v printed %q, want %q", args, got, version.String())
 		}
 	}
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,27 +11,27 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
-	"sigs.k8s.io/yaml"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
-	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 
+// nodeKind is how get prints nodes.
+var nodeKind = kind[*nodev1.Node]{
+	name:  func(n *nodev1.Node) string { return "node/" + n.GetMetadata().GetName() },
+	list:  "NodeList",
+	table: printTable,
+}
+
 func (c *command) getNodes(ctx context.Context, cl nodev1.NodeServiceClient) error {
-	var nodes []*nodev1.Node
-	tok := ""
-	for {
+	nodes, err := listAll(func(tok string) ([]*nodev1.Node, string, error) {
 		r, err := cl.ListNodes(ctx, &nodev1.ListNodesRequest{LabelSelector: c.selector, ConditionSelector: c.condition, PageToken: tok})
-		if err != nil {
-			return err
-		}
-		nodes = append(nodes, r.GetNodes()...)
-		if tok = r.GetNextPageToken(); tok == "" {
-			break
-		}
+		return r.GetNodes(), r.GetNextPageToken(), err
+	})
+	if err != nil {
+		return err
 	}
-	return c.print(nodes, true)
+	return printObjects(c, nodeKind, nodes, true)
 }
 
 func (c *command) getNode(ctx context.Context, cl nodev1.NodeServiceClient, name string) error {
@@ -40,53 +39,7 @@ func (c *command) getNode(ctx context.Context, cl nodev1.NodeServiceClient, name
 	if err != nil {
 		return err
 	}
-	return c.print([]*nodev1.Node{r.GetNode()}, false)
-}
-
-var jsonOpts = protojson.MarshalOptions{Multiline: true, Indent: "    "}
-
-// print writes nodes in the chosen format; list selects the List wrapper
-// for json/yaml.
-func (c *command) print(nodes []*nodev1.Node, list bool) error {
-	switch c.output {
-	case "", "wide":
-		return printTable(c.out, nodes, c.output == "wide", time.Now())
-	case "name":
-		for _, n := range nodes {
-			fmt.Fprintf(c.out, "node/%s\n", n.GetMetadata().GetName())
-		}
-		return nil
-	case "json", "yaml":
-		var doc []byte
-		var err error
-		if list {
-			items := make([]json.RawMessage, len(nodes))
-			for i, n := range nodes {
-				if items[i], err = protojson.Marshal(n); err != nil {
-					return err
-				}
-			}
-			doc, err = json.MarshalIndent(struct {
-				Kind  string            `json:"kind"`
-				Items []json.RawMessage `json:"items"`
-			}{"NodeList", items}, "", "    ")
-		} else {
-			doc, err = jsonOpts.Marshal(nodes[0])
-		}
-		if err != nil {
-			return err
-		}
-		if c.output == "yaml" {
-			if doc, err = yaml.JSONToYAML(doc); err != nil {
-				return err
-			}
-			_, err = c.out.Write(doc)
-			return err
-		}
-		_, err = fmt.Fprintln(c.out, string(doc))
-		return err
-	}
-	return fmt.Errorf("-o %q: want wide, json, yaml or name", c.output)
+	return printObjects(c, nodeKind, []*nodev1.Node{r.GetNode()}, false)
 }
 
 // NodeStatus is the STATUS column, as kubectl prints it.
@@ -105,22 +58,9 @@ func NodeStatus(n *nodev1.Node) string {
 }
 
 func printTable(w io.Writer, nodes []*nodev1.Node, wide bool, now time.Time) error {
-	if len(nodes) == 0 {
-		_, err := fmt.Fprintln(w, "No nodes found.")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	head := "NAME\tSTATUS\tAGE\tVERSION"
-	if wide {
-		head += "\tINTERNAL-IP\tOS-IMAGE\tKERNEL-VERSION\tZONE"
-	}
-	fmt.Fprintln(tw, head)
+	rows := make([]string, 0, len(nodes))
 	for _, n := range nodes {
-		age := "<unknown>"
-		if ct := n.GetMetadata().GetCreationTimestamp(); ct != nil {
-			age = HumanDuration(now.Sub(ct.AsTime()))
-		}
-		row := fmt.Sprintf("%s\t%s\t%s\t%s", n.GetMetadata().GetName(), NodeStatus(n), age, orNone(n.GetStatus().GetNodeInfo().GetReporterVersion()))
+		row := fmt.Sprintf("%s\t%s\t%s\t%s", n.GetMetadata().GetName(), NodeStatus(n), age(n.GetMetadata().GetCreationTimestamp(), now), orNone(n.GetStatus().GetNodeInfo().GetReporterVersion()))
 		if wide {
 			ip := "<none>"
 			for _, a := range n.GetStatus().GetAddresses() {
@@ -131,55 +71,11 @@ func printTable(w io.Writer, nodes []*nodev1.Node, wide bool, now time.Time) err
 			}
 			info := n.GetStatus().GetNodeInfo()
 			row += fmt.Sprintf("\t%s\t%s\t%s\t%s", ip, orNone(info.GetOsImage()), orNone(info.GetKernelVersion()),
-				orNone(lifecycle.ZoneName(lifecycle.ZoneKey(n.GetMetadata().GetLabels()))))
+				orNone(nodemodel.ZoneName(nodemodel.ZoneKey(n.GetMetadata().GetLabels()))))
 		}
-		fmt.Fprintln(tw, row)
+		rows = append(rows, row)
 	}
-	return tw.Flush()
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "<none>"
-	}
-	return s
-}
-
-// HumanDuration renders an age like kubectl: 45s, 5m30s, 45m, 3h20m, 30h,
-// 3d5h, 45d, 2y.
-func HumanDuration(d time.Duration) string {
-	if d < 0 {
-		d = 0
-	}
-	s := int64(d / time.Second)
-	switch {
-	case s < 120:
-		return fmt.Sprintf("%ds", s)
-	case d < 10*time.Minute:
-		if s%60 == 0 {
-			return fmt.Sprintf("%dm", s/60)
-		}
-		return fmt.Sprintf("%dm%ds", s/60, s%60)
-	case d < 3*time.Hour:
-		return fmt.Sprintf("%dm", s/60)
-	case d < 8*time.Hour:
-		h, m := s/3600, (s%3600)/60
-		if m == 0 {
-			return fmt.Sprintf("%dh", h)
-		}
-		return fmt.Sprintf("%dh%dm", h, m)
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", s/3600)
-	case d < 8*24*time.Hour:
-		dd, h := s/86400, (s%86400)/3600
-		if h == 0 {
-			return fmt.Sprintf("%dd", dd)
-		}
-		return fmt.Sprintf("%dd%dh", dd, h)
-	case d < 2*365*24*time.Hour:
-		return fmt.Sprintf("%dd", s/86400)
-	}
-	return fmt.Sprintf("%dy", s/(365*86400))
+	return writeTable(w, "No nodes found.", "NAME\tSTATUS\tAGE\tVERSION", "\tINTERNAL-IP\tOS-IMAGE\tKERNEL-VERSION\tZONE", wide, rows)
 }
 
 func (c *command) watch(ctx context.Context, cl nodev1.NodeServiceClient) error {
@@ -207,11 +103,7 @@ func (c *command) watch(ctx context.Context, cl nodev1.NodeServiceClient) error 
 			fmt.Fprintln(c.out, string(b))
 			continue
 		}
-		age := "<unknown>"
-		if ct := n.GetMetadata().GetCreationTimestamp(); ct != nil {
-			age = HumanDuration(time.Since(ct.AsTime()))
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ev.GetType(), n.GetMetadata().GetName(), NodeStatus(n), age,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ev.GetType(), n.GetMetadata().GetName(), NodeStatus(n), age(n.GetMetadata().GetCreationTimestamp(), time.Now()),
 			orNone(n.GetStatus().GetNodeInfo().GetReporterVersion()), ev.GetResourceVersion())
 		tw.Flush()
 	}
@@ -277,10 +169,7 @@ func (c *command) explain(ctx context.Context, cl nodev1.NodeServiceClient, name
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.out, "%s: %s\n", name, r.GetSummary())
-	for _, d := range r.GetDetails() {
-		fmt.Fprintf(c.out, "  - %s\n", d)
-	}
+	printExplanation(c.out, name, r.GetSummary(), r.GetDetails())
 	return nil
 }
 
@@ -295,20 +184,6 @@ func (c *command) events(ctx context.Context, cl nodev1.NodeServiceClient, name 
 	}
 	printEvents(c.out, r.GetEvents(), time.Now(), "")
 	return nil
-}
-
-func printEvents(w io.Writer, evs []*nodev1.Event, now time.Time, indent string) {
-	if len(evs) == 0 {
-		fmt.Fprintln(w, indent+"<none>")
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, indent+"TYPE\tREASON\tAGE\tFROM\tOBJECT\tMESSAGE")
-	for _, e := range evs {
-		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s/%s\t%s\n", indent, e.GetType(), e.GetReason(), HumanDuration(now.Sub(e.GetLastTimestamp().AsTime())),
-			e.GetSource(), strings.ToLower(e.GetInvolvedObject().GetKind()), e.GetInvolvedObject().GetName(), e.GetMessage())
-	}
-	tw.Flush()
 }
 
 func (c *command) describe(ctx context.Context, cl nodev1.NodeServiceClient, name string) error {
@@ -329,13 +204,6 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
-}
-
-func ts(t interface{ AsTime() time.Time }, present bool) string {
-	if !present {
-		return "<unset>"
-	}
-	return t.AsTime().Local().Format(time.RFC1123Z)
 }
 
 // DescribeNode writes the kubectl-describe-like view of a node.

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
-	"sigs.k8s.io/yaml"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
@@ -34,24 +32,19 @@ func (c *command) podCommand(ctx context.Context, cl podv1.PodServiceClient, nod
 			if err != nil {
 				return err
 			}
-			return c.printPods([]*podv1.Pod{r.GetPod()}, false)
+			return printObjects(c, podKind, []*podv1.Pod{r.GetPod()}, false)
 		}
 		if len(c.args) != 2 {
 			return errors.New("usage: nodepulse get pods [-n NS] [--node NODE] [-l selector] | get pod NS/NAME")
 		}
-		var out []*podv1.Pod
-		tok := ""
-		for {
+		pods, err := listAll(func(tok string) ([]*podv1.Pod, string, error) {
 			r, err := cl.ListPods(ctx, &podv1.ListPodsRequest{Namespace: c.namespace, NodeName: c.node, LabelSelector: c.selector, PageToken: tok})
-			if err != nil {
-				return err
-			}
-			out = append(out, r.GetPods()...)
-			if tok = r.GetNextPageToken(); tok == "" {
-				break
-			}
+			return r.GetPods(), r.GetNextPageToken(), err
+		})
+		if err != nil {
+			return err
 		}
-		return c.printPods(out, true)
+		return printObjects(c, podKind, pods, true)
 	case "describe", "explain", "delete":
 		if len(c.args) != 3 {
 			return fmt.Errorf("usage: nodepulse %s pod NS/NAME", verb)
@@ -72,10 +65,7 @@ func (c *command) podCommand(ctx context.Context, cl podv1.PodServiceClient, nod
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.out, "%s/%s: %s\n", ns, name, r.GetSummary())
-			for _, d := range r.GetDetails() {
-				fmt.Fprintf(c.out, "  - %s\n", d)
-			}
+			printExplanation(c.out, ns+"/"+name, r.GetSummary(), r.GetDetails())
 			return nil
 		}
 		r, err := cl.GetPod(ctx, &podv1.GetPodRequest{Namespace: ns, Name: name})
@@ -132,46 +122,13 @@ func (c *command) podRef(s string) (string, string, error) {
 	return ns, s, nil
 }
 
-func (c *command) printPods(pods []*podv1.Pod, list bool) error {
-	switch c.output {
-	case "", "wide":
-		return printPodTable(c.out, pods, c.output == "wide", time.Now())
-	case "name":
-		for _, p := range pods {
-			fmt.Fprintf(c.out, "pod/%s/%s\n", p.GetMetadata().GetNamespace(), p.GetMetadata().GetName())
-		}
-		return nil
-	case "json", "yaml":
-		var doc []byte
-		var err error
-		if list {
-			items := make([]json.RawMessage, len(pods))
-			for i, p := range pods {
-				if items[i], err = protojson.Marshal(p); err != nil {
-					return err
-				}
-			}
-			doc, err = json.MarshalIndent(struct {
-				Kind  string            `json:"kind"`
-				Items []json.RawMessage `json:"items"`
-			}{"PodList", items}, "", "    ")
-		} else {
-			doc, err = jsonOpts.Marshal(pods[0])
-		}
-		if err != nil {
-			return err
-		}
-		if c.output == "yaml" {
-			if doc, err = yaml.JSONToYAML(doc); err != nil {
-				return err
-			}
-			_, err = c.out.Write(doc)
-			return err
-		}
-		_, err = fmt.Fprintln(c.out, string(doc))
-		return err
-	}
-	return fmt.Errorf("-o %q: want wide, json, yaml or name", c.output)
+// podKind is how get prints pods.
+var podKind = kind[*podv1.Pod]{
+	name: func(p *podv1.Pod) string {
+		return "pod/" + p.GetMetadata().GetNamespace() + "/" + p.GetMetadata().GetName()
+	},
+	list:  "PodList",
+	table: printPodTable,
 }
 
 // podReady renders the READY column: the Ready condition's status.
@@ -198,35 +155,22 @@ func ownerOf(p *podv1.Pod) string {
 }
 
 func printPodTable(w io.Writer, pods []*podv1.Pod, wide bool, now time.Time) error {
-	if len(pods) == 0 {
-		_, err := fmt.Fprintln(w, "No pods found.")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	head := "NAMESPACE\tNAME\tREADY\tSTATUS\tNODE\tAGE"
-	if wide {
-		head += "\tOWNER\tTOLERATIONS"
-	}
-	fmt.Fprintln(tw, head)
+	rows := make([]string, 0, len(pods))
 	for _, p := range pods {
 		md := p.GetMetadata()
-		age := "<unknown>"
-		if ct := md.GetCreationTimestamp(); ct != nil {
-			age = HumanDuration(now.Sub(ct.AsTime()))
-		}
 		st := orNone(p.GetStatus().GetPhase())
 		for _, c := range p.GetStatus().GetConditions() {
 			if c.GetType() == "DisruptionTarget" && c.GetStatus() == nodemodel.True {
 				st += ",DisruptionTarget"
 			}
 		}
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", md.GetNamespace(), md.GetName(), podReady(p), st, orNone(p.GetSpec().GetNodeName()), age)
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", md.GetNamespace(), md.GetName(), podReady(p), st, orNone(p.GetSpec().GetNodeName()), age(md.GetCreationTimestamp(), now))
 		if wide {
 			row += fmt.Sprintf("\t%s\t%d", ownerOf(p), len(p.GetSpec().GetTolerations()))
 		}
-		fmt.Fprintln(tw, row)
+		rows = append(rows, row)
 	}
-	return tw.Flush()
+	return writeTable(w, "No pods found.", "NAMESPACE\tNAME\tREADY\tSTATUS\tNODE\tAGE", "\tOWNER\tTOLERATIONS", wide, rows)
 }
 
 // DescribePod writes the kubectl-describe-like view of a pod.

@@ -19,7 +19,6 @@ import (
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
-	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/controller"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/liveness"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/admission"
@@ -48,6 +47,12 @@ func (f *fakeLive) SendCommand(_ context.Context, name, _ string) (string, bool,
 	return "c1", true, nil
 }
 
+// followerView is the lifecycle controller of a replica that does not lead.
+type followerView struct{}
+
+func (followerView) Facts(string, map[string]string) NodeFacts { return NodeFacts{} }
+func (followerView) Leader(context.Context) string             { return "" }
+
 type env struct {
 	store *memstore.Store
 	cache *cache.Cache
@@ -68,12 +73,6 @@ func start(t *testing.T, o opts) *env {
 	c := cache.New(ms, cache.Config{ProgressInterval: time.Second, History: o.hist}, zap.NewNop())
 	go func() { _ = c.Run(ctx) }()
 	live := &fakeLive{}
-	cfg := controller.Config{Lifecycle: lifecycle.DefaultConfig(), MonitorPeriod: 5 * time.Second, TaintPeriod: 100 * time.Millisecond,
-		ElectionTTL: 10 * time.Second, WatchStaleAfter: 15 * time.Second, Identity: "m"}
-	ctl, err := controller.New(cfg, ms, c, live, zap.NewNop(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	gc := grpcserver.Config{ListenAddress: "127.0.0.1:0", TLS: o.tls, MaxRecvMsgSize: 1 << 20, MaxConcurrentStreams: 100,
 		KeepaliveTime: time.Minute, KeepaliveTimeout: time.Minute, MinClientPingInterval: time.Second, DrainTimeout: time.Second}
 	gc.TLS.Insecure = o.tls.CertFile == ""
@@ -82,7 +81,7 @@ func start(t *testing.T, o opts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodev1.RegisterNodeServiceServer(srv.Server, New(ms, c, ctl, live, zap.NewNop(), nil))
+	nodev1.RegisterNodeServiceServer(srv.Server, New(ms, c, followerView{}, live, zap.NewNop(), nil))
 	podv1.RegisterPodServiceServer(srv.Server, NewPodServer(ms, c, nil, admission.DefaultConfig(), zap.NewNop(), nil))
 	done := make(chan struct{})
 	go func() { _ = srv.Run(ctx); close(done) }()
@@ -94,6 +93,11 @@ func start(t *testing.T, o opts) *env {
 }
 
 func (e *env) client(t *testing.T, creds credentials.TransportCredentials) nodev1.NodeServiceClient {
+	return nodev1.NewNodeServiceClient(e.dial(t, creds))
+}
+
+// dial connects to the env's server, plaintext unless creds are given.
+func (e *env) dial(t *testing.T, creds credentials.TransportCredentials) *grpc.ClientConn {
 	t.Helper()
 	if creds == nil {
 		creds = insecure.NewCredentials()
@@ -103,7 +107,7 @@ func (e *env) client(t *testing.T, creds credentials.TransportCredentials) nodev
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	return nodev1.NewNodeServiceClient(cc)
+	return cc
 }
 
 func (e *env) put(t *testing.T, name string, labels map[string]string, ready string, unschedulable bool) {
@@ -403,7 +407,7 @@ func TestExplainWords(t *testing.T) {
 		Status: &nodev1.NodeStatus{Conditions: []*nodev1.NodeCondition{{Type: nodemodel.Ready, Status: nodemodel.Unknown,
 			Reason: nodemodel.ReasonNodeStatusUnknown, LastTransitionTime: nodemodel.Timestamp(time.Date(2026, 7, 1, 12, 3, 10, 0, time.Local))}}}}
 	lease := &nodev1.Lease{Spec: &nodev1.LeaseSpec{RenewTime: nodemodel.Timestamp(time.Date(2026, 7, 1, 12, 2, 30, 0, time.Local))}}
-	f := controller.Facts{Leading: true, Known: true, Zone: "\x00eu-1a", ZoneState: lifecycle.ZoneNormal, ZoneQPS: 0.1,
+	f := NodeFacts{Leading: true, Known: true, Zone: "\x00eu-1a", ZoneState: lifecycle.ZoneNormal, ZoneQPS: 0.1,
 		Queued: true, QueueLen: 1, QueuedAt: now, NextToken: 4 * time.Second}
 	sum, details := Explain(now, n, lease, liveness.Node{}, f, "")
 	if sum != "Unknown since 12:03:10 because the lease stopped at 12:02:30" {

@@ -2,10 +2,8 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -13,12 +11,11 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/admission"
-	"github.com/nodepulse/nodepulse/monitor/internal/workloads/eviction"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podutil"
-	"github.com/nodepulse/nodepulse/services/identity"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 	"github.com/nodepulse/nodepulse/services/validation"
@@ -28,59 +25,22 @@ import (
 // keeps in nodepulse. Reads come from the watch cache (any replica); writes
 // go to etcd with optimistic concurrency (any replica) and wait, briefly,
 // until this replica's cache has them, so a client reads its own writes.
+// What a pod may be, the defaults it gets and what the evictor does with it
+// belong to the workloads packages; this is the gRPC side.
 type PodServer struct {
 	podv1.UnimplementedPodServiceServer
-	store     nodestore.Store
-	cache     *cache.Cache
-	evictor   *eviction.Runner
+	base
+	evictor   Evictor
 	admission admission.Config
-	lg        *zap.Logger
-	now       func() time.Time
 }
 
-// NewPodServer returns the service. evictor may be nil (explanations then
-// say nothing about schedules).
-func NewPodServer(store nodestore.Store, c *cache.Cache, ev *eviction.Runner, adm admission.Config, lg *zap.Logger, now func() time.Time) *PodServer {
-	if now == nil {
-		now = time.Now
-	}
-	return &PodServer{store: store, cache: c, evictor: ev, admission: adm, lg: lg.Named("pods"), now: now}
+// NewPodServer returns the service. evictor may be nil: ExplainPod is then
+// Unavailable.
+func NewPodServer(store nodestore.Store, c *cache.Cache, ev Evictor, adm admission.Config, lg *zap.Logger, now func() time.Time) *PodServer {
+	return &PodServer{base: newBase(store, c, lg.Named("pods"), now), evictor: ev, admission: adm}
 }
 
-// readYourWrites bounds how long a write waits for the cache to catch up.
-const readYourWrites = 2 * time.Second
-
-// waitCache waits until the cache reflects rev (or the bound passes).
-func (s *PodServer) waitCache(ctx context.Context, rev int64) {
-	deadline := time.NewTimer(readYourWrites)
-	defer deadline.Stop()
-	for {
-		ch := s.cache.Changed()
-		if s.cache.Revision() >= rev {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-deadline.C:
-			return
-		case <-ch:
-		}
-	}
-}
-
-func (s *PodServer) audit(ctx context.Context, what, key string, fields ...zap.Field) {
-	s.lg.Info(what, append([]zap.Field{zap.String("pod", key), zap.String("caller", identity.FromContext(ctx).String())}, fields...)...)
-}
-
-func newUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = (b[6] & 0x0f) | 0x40 // version 4
-	b[8] = (b[8] & 0x3f) | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-}
+func formatRev(rev int64) string { return strconv.FormatInt(rev, 10) }
 
 // served returns the pod as the cache holds it, or p with the revision
 // filled when the cache has not caught up (or the pod is gone again).
@@ -101,24 +61,11 @@ func (s *PodServer) CreatePod(ctx context.Context, req *podv1.CreatePodRequest) 
 		return nil, status.Error(codes.InvalidArgument, "pod: must be set")
 	}
 	lim := validation.DefaultLimits()
-	if err := validatePod("pod.", req.GetPod(), now, lim).Err(); err != nil {
+	if err := podutil.Validate("pod.", req.GetPod(), now, lim).Err(); err != nil {
 		return nil, validation.Status(err)
 	}
-	p := podutil.Stored(req.GetPod())
-	p.Metadata.Uid = newUID()
-	p.Metadata.CreationTimestamp = nodemodel.Timestamp(now)
-	if p.Spec == nil {
-		p.Spec = &podv1.PodSpec{}
-	}
-	if p.Status == nil {
-		p.Status = &podv1.PodStatus{}
-	}
-	if p.Status.Phase == "" {
-		p.Status.Phase = podutil.PhasePending
-	}
-	s.admission.Apply(p)
-	// The defaults may push the list over the bound.
-	if err := validation.Tolerations("pod.spec.tolerations", p.Spec.Tolerations, lim).Err(); err != nil {
+	p, errs := s.admission.Admit(req.GetPod(), now, lim)
+	if err := errs.Err(); err != nil {
 		return nil, validation.Status(err)
 	}
 	key := cache.PodKey(p.Metadata.Namespace, p.Metadata.Name)
@@ -130,7 +77,7 @@ func (s *PodServer) CreatePod(ctx context.Context, req *podv1.CreatePodRequest) 
 		return nil, status.Errorf(codes.Unavailable, "store pod %s: %v", key, err)
 	}
 	s.waitCache(ctx, rev)
-	s.audit(ctx, "pod created", key, zap.String("node", p.Spec.NodeName), zap.String("owner", admission.OwnerKind(p)))
+	s.audit(ctx, "pod", "pod created", key, zap.String("node", p.Spec.NodeName), zap.String("owner", podutil.OwnerKind(p)))
 	return &podv1.CreatePodResponse{Pod: s.served(p, rev)}, nil
 }
 
@@ -144,7 +91,7 @@ func (s *PodServer) GetPod(_ context.Context, req *podv1.GetPodRequest) (*podv1.
 }
 
 func (s *PodServer) pod(ns, name string) (cache.PodEntry, error) {
-	if err := checkPodName(ns, name); err != nil {
+	if err := invalid(podutil.ValidateRef(ns, name)); err != nil {
 		return cache.PodEntry{}, err
 	}
 	pe, ok := s.cache.Pod(ns, name)
@@ -168,13 +115,13 @@ func (f podFilter) matches(p *podv1.Pod) bool {
 func parsePodFilter(ns, node, selector string) (podFilter, error) {
 	f := podFilter{ns: ns, node: node}
 	if ns != "" {
-		if fe := checkNamespace("namespace", ns); fe != nil {
-			return f, validation.Status(fe)
+		if err := invalid(podutil.ValidateNamespace("namespace", ns)); err != nil {
+			return f, err
 		}
 	}
 	if node != "" {
-		if fe := validation.NodeName("nodeName", node); fe != nil {
-			return f, validation.Status(fe)
+		if err := invalid(validation.NodeName("nodeName", node)); err != nil {
+			return f, err
 		}
 	}
 	sel, err := ParseSelector("labelSelector", selector)
@@ -211,7 +158,7 @@ func (s *PodServer) ListPods(_ context.Context, req *podv1.ListPodsRequest) (*po
 		}
 		if len(resp.Pods) == size {
 			last := resp.Pods[size-1].GetMetadata()
-			resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(cache.PodKey(last.GetNamespace(), last.GetName())))
+			resp.NextPageToken = pageToken(cache.PodKey(last.GetNamespace(), last.GetName()))
 			break
 		}
 		resp.Pods = append(resp.Pods, pe.Pod)
@@ -227,26 +174,23 @@ func (s *PodServer) WatchPods(req *podv1.WatchPodsRequest, stream podv1.PodServi
 	if err != nil {
 		return err
 	}
-	ctx := stream.Context()
-	var from cache.Version
-	if rv := req.GetResourceVersion(); rv != "" {
-		if from, err = cache.ParseVersion(rv); err != nil {
-			return status.Error(codes.InvalidArgument, "resourceVersion: "+err.Error())
-		}
-	} else {
+	from, err := watchFrom(req.GetResourceVersion(), func() (cache.Version, error) {
 		pods, ver := s.cache.Pods()
 		for _, pe := range pods {
 			if !f.matches(pe.Pod) {
 				continue
 			}
 			if err := stream.Send(&podv1.WatchPodsResponse{Type: cache.Added, Pod: pe.Pod, ResourceVersion: ver.String()}); err != nil {
-				return err
+				return ver, err
 			}
 		}
-		from = ver
+		return ver, nil
+	})
+	if err != nil {
+		return err
 	}
-	return follow(ctx, from, s.cache.PodChangesAfter, func(ch cache.PodChange) (cache.Version, error) {
-		typ, p := podWatchEvent(f, ch)
+	return follow(stream.Context(), from, s.cache.PodChangesAfter, func(ch cache.PodChange) (cache.Version, error) {
+		typ, p := watchEvent(f.matches, ch.Type, ch.Pod, ch.Old)
 		if typ == "" {
 			return ch.Version, nil
 		}
@@ -254,106 +198,82 @@ func (s *PodServer) WatchPods(req *podv1.WatchPodsRequest, stream podv1.PodServi
 	})
 }
 
-func podWatchEvent(f podFilter, ch cache.PodChange) (string, *podv1.Pod) {
-	now := f.matches(ch.Pod)
-	switch ch.Type {
-	case cache.Added, cache.Deleted:
-		if now {
-			return ch.Type, ch.Pod
-		}
-		return "", nil
-	}
-	was := f.matches(ch.Old)
-	switch {
-	case was && now:
-		return cache.Modified, ch.Pod
-	case now:
-		return cache.Added, ch.Pod
-	case was:
-		return cache.Deleted, ch.Old
-	}
-	return "", nil
-}
-
 // UpdatePodStatus implements PodService.
 func (s *PodServer) UpdatePodStatus(ctx context.Context, req *podv1.UpdatePodStatusRequest) (*podv1.UpdatePodStatusResponse, error) {
 	ns, name := req.GetNamespace(), req.GetName()
-	if err := checkPodName(ns, name); err != nil {
+	if err := invalid(podutil.ValidateRef(ns, name)); err != nil {
 		return nil, err
 	}
 	if req.GetStatus() == nil {
 		return nil, status.Error(codes.InvalidArgument, "status: must be set")
 	}
-	if err := validatePodStatus("status", req.GetStatus(), s.now(), validation.DefaultLimits()).Err(); err != nil {
+	if err := podutil.ValidateStatus("status", req.GetStatus(), s.now(), validation.DefaultLimits()).Err(); err != nil {
 		return nil, validation.Status(err)
 	}
+	key := cache.PodKey(ns, name)
+	// With a resource version the client asked for that revision and no
+	// other: a change in between is its conflict, not one to retry.
 	var want int64
+	var conflict error
 	if rv := req.GetResourceVersion(); rv != "" {
 		v, err := cache.ParseVersion(rv)
 		if err != nil || !v.Last {
 			return nil, status.Errorf(codes.InvalidArgument, "resourceVersion: %q is not a pod's resource version", rv)
 		}
 		want = v.Rev
+		conflict = status.Errorf(codes.Aborted, "resourceVersion: pod %s changed meanwhile; read it again", key)
 	}
-	key := cache.PodKey(ns, name)
-	for range casRetries {
-		o, err := s.store.Get(ctx, nodestore.Pods, key)
-		if errors.Is(err, nodestore.ErrNotFound) {
-			return nil, status.Errorf(codes.NotFound, "pod %s not found", key)
-		}
-		if err != nil {
-			return nil, status.Errorf(codes.Unavailable, "read pod %s: %v", key, err)
-		}
+	var p *podv1.Pod
+	_, rev, err := s.rewrite(ctx, nodestore.Pods, key, "pod "+key, "write", conflict, func(o nodestore.Object) ([]nodestore.Op, error) {
 		if want != 0 && o.ModRevision != want {
 			return nil, status.Errorf(codes.Aborted, "resourceVersion: pod %s is at %d, not %d; read it again", key, o.ModRevision, want)
 		}
-		p := podutil.Stored(o.Value.(*podv1.Pod))
+		p = podutil.Stored(o.Value.(*podv1.Pod))
 		p.Status = proto.CloneOf(req.GetStatus())
-		rev, err := s.store.Apply(ctx, nil, nodestore.Op{Kind: nodestore.Pods, Name: key, Value: p, IfModRevision: o.ModRevision})
-		if errors.Is(err, nodestore.ErrConflict) {
-			if want != 0 {
-				return nil, status.Errorf(codes.Aborted, "resourceVersion: pod %s changed meanwhile; read it again", key)
-			}
-			continue
-		}
-		if err != nil {
-			return nil, status.Errorf(codes.Unavailable, "write pod %s: %v", key, err)
-		}
-		s.waitCache(ctx, rev)
-		s.audit(ctx, "pod status updated", key, zap.String("phase", p.Status.GetPhase()))
-		p.Metadata.Namespace, p.Metadata.Name = ns, name
-		return &podv1.UpdatePodStatusResponse{Pod: s.served(p, rev)}, nil
+		return []nodestore.Op{{Kind: nodestore.Pods, Name: key, Value: p, IfModRevision: o.ModRevision}}, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, status.Errorf(codes.Aborted, "pod %s kept changing; try again", key)
+	s.waitCache(ctx, rev)
+	s.audit(ctx, "pod", "pod status updated", key, zap.String("phase", p.Status.GetPhase()))
+	p.Metadata.Namespace, p.Metadata.Name = ns, name
+	return &podv1.UpdatePodStatusResponse{Pod: s.served(p, rev)}, nil
 }
 
 // DeletePod implements PodService.
 func (s *PodServer) DeletePod(ctx context.Context, req *podv1.DeletePodRequest) (*podv1.DeletePodResponse, error) {
 	ns, name := req.GetNamespace(), req.GetName()
-	if err := checkPodName(ns, name); err != nil {
+	if err := invalid(podutil.ValidateRef(ns, name)); err != nil {
 		return nil, err
 	}
 	key := cache.PodKey(ns, name)
-	for range casRetries {
-		o, err := s.store.Get(ctx, nodestore.Pods, key)
-		if errors.Is(err, nodestore.ErrNotFound) {
-			return nil, status.Errorf(codes.NotFound, "pod %s not found", key)
-		}
-		if err != nil {
-			return nil, status.Errorf(codes.Unavailable, "read pod %s: %v", key, err)
-		}
-		rev, err := s.store.Apply(ctx, nil, nodestore.Op{Kind: nodestore.Pods, Name: key, IfModRevision: o.ModRevision})
-		if errors.Is(err, nodestore.ErrConflict) {
-			continue
-		}
-		if err != nil {
-			return nil, status.Errorf(codes.Unavailable, "delete pod %s: %v", key, err)
-		}
-		s.waitCache(ctx, rev)
-		s.audit(ctx, "pod deleted", key)
-		p := proto.CloneOf(o.Value.(*podv1.Pod))
-		p.Metadata.Namespace, p.Metadata.Name, p.Metadata.ResourceVersion = ns, name, formatRev(o.ModRevision)
-		return &podv1.DeletePodResponse{Pod: p}, nil
+	o, rev, err := s.rewrite(ctx, nodestore.Pods, key, "pod "+key, "delete", nil, func(o nodestore.Object) ([]nodestore.Op, error) {
+		return []nodestore.Op{{Kind: nodestore.Pods, Name: key, IfModRevision: o.ModRevision}}, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, status.Errorf(codes.Aborted, "pod %s kept changing; try again", key)
+	s.waitCache(ctx, rev)
+	s.audit(ctx, "pod", "pod deleted", key)
+	p := proto.CloneOf(o.Value.(*podv1.Pod))
+	p.Metadata.Namespace, p.Metadata.Name, p.Metadata.ResourceVersion = ns, name, formatRev(o.ModRevision)
+	return &podv1.DeletePodResponse{Pod: p}, nil
+}
+
+// ExplainPod implements PodService.
+func (s *PodServer) ExplainPod(ctx context.Context, req *podv1.ExplainPodRequest) (*podv1.ExplainPodResponse, error) {
+	pe, err := s.pod(req.GetNamespace(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	if s.evictor == nil {
+		return nil, status.Error(codes.Unavailable, "this replica has no evictor to explain pods")
+	}
+	var node *nodev1.Node
+	if nn := pe.Pod.GetSpec().GetNodeName(); nn != "" {
+		node, _ = s.cache.Node(nn)
+	}
+	summary, details, at := s.evictor.ExplainPod(ctx, s.now(), pe.Pod, node)
+	return &podv1.ExplainPodResponse{Summary: summary, Details: details, DeletionTime: nodemodel.Timestamp(at), Pod: pe.Pod}, nil
 }

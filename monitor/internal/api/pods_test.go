@@ -8,15 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
-	"github.com/nodepulse/nodepulse/monitor/internal/workloads/eviction"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podutil"
 	"github.com/nodepulse/nodepulse/services/identity/devca"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
@@ -24,16 +21,7 @@ import (
 )
 
 func (e *env) pods(t *testing.T, creds credentials.TransportCredentials) podv1.PodServiceClient {
-	t.Helper()
-	if creds == nil {
-		creds = insecure.NewCredentials()
-	}
-	cc, err := grpc.NewClient(e.addr, grpc.WithTransportCredentials(creds))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	return podv1.NewPodServiceClient(cc)
+	return podv1.NewPodServiceClient(e.dial(t, creds))
 }
 
 func newPod(ns, name, node, owner string, labels map[string]string) *podv1.Pod {
@@ -271,43 +259,4 @@ func TestPodServiceAuthorization(t *testing.T) {
 	}
 	_, err = client("server").UpdatePodStatus(ctx, &podv1.UpdatePodStatusRequest{Namespace: "default", Name: "a", Status: &podv1.PodStatus{}})
 	wantCode(t, err, codes.PermissionDenied, "")
-}
-
-func TestExplainPodWords(t *testing.T) {
-	now := time.Date(2026, 8, 1, 12, 5, 0, 0, time.Local)
-	added := time.Date(2026, 8, 1, 12, 3, 10, 0, time.Local)
-	taint := &nodev1.Taint{Key: nodemodel.TaintUnreachable, Effect: nodemodel.NoExecute, TimeAdded: nodemodel.Timestamp(added)}
-	node := &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: "n12"}, Spec: &nodev1.NodeSpec{Taints: []*nodev1.Taint{taint}}}
-	s300 := int64(300)
-	p := newPod("default", "web-7", "n12", "ReplicaSet", nil)
-	p.Spec.Tolerations = []*nodev1.Toleration{{Key: nodemodel.TaintUnreachable, Operator: "Exists", Effect: nodemodel.NoExecute, TolerationSeconds: &s300}}
-	sched := &eviction.Scheduled{UID: "u", Node: "n12", Created: added, FireAt: added.Add(300 * time.Second), Seconds: 300, Taint: taint}
-	sum, details, at := ExplainPod(now, p, node, sched, true, "")
-	if want := "pod web-7 on node n12 will be deleted at 12:08:10 (unreachable since 12:03:10, tolerates 300 s)"; sum != want {
-		t.Errorf("summary %q, want %q", sum, want)
-	}
-	if !at.Equal(added.Add(300 * time.Second)) {
-		t.Errorf("deletion time %v", at)
-	}
-	if !strings.Contains(strings.Join(details, "\n"), "processed the taint") {
-		t.Errorf("details do not say where the wait counts from: %v", details)
-	}
-	// Not the leader: a prediction, and who knows exactly.
-	sum, details, _ = ExplainPod(now, p, node, nil, false, "monitor-b")
-	if !strings.Contains(sum, "at about 12:08:10") || !strings.Contains(strings.Join(details, "\n"), "monitor-b") {
-		t.Errorf("follower: %q %v", sum, details)
-	}
-	ds := newPod("kube-system", "agent", "n12", "DaemonSet", nil)
-	ds.Spec.Tolerations = []*nodev1.Toleration{{Key: nodemodel.TaintUnreachable, Operator: "Exists", Effect: nodemodel.NoExecute}}
-	if sum, _, _ := ExplainPod(now, ds, node, nil, true, ""); !strings.Contains(sum, "for ever") {
-		t.Errorf("DaemonSet: %q", sum)
-	}
-	healthy := &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: "n12"}}
-	sum, details, _ = ExplainPod(now, p, healthy, nil, true, "")
-	if !strings.Contains(sum, "not threatened") || !strings.Contains(strings.Join(details, "\n"), "300 s after") {
-		t.Errorf("healthy node: %q %v", sum, details)
-	}
-	if lines := explainNodePods(now, node, nil, nil); lines != nil {
-		t.Errorf("no pods: %v", lines)
-	}
 }

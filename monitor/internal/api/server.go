@@ -1,12 +1,16 @@
-// Package api serves NodeService: queries and watches from the monitor's
-// watch cache (any replica), admin changes written to etcd with optimistic
-// concurrency (any replica), RequestStatusUpdate through the collector that
-// holds the node, and ExplainNode from the cache plus the leader's facts.
+// Package api owns the monitor's gRPC side: NodeService and PodService
+// turn requests into calls and results into responses and status codes.
+// Queries and watches come from the watch cache (any replica); admin changes
+// and pod writes go to etcd with optimistic concurrency (any replica);
+// RequestStatusUpdate goes through the collector that holds the node;
+// ExplainNode reads the cache plus the leader's facts. What a pod may be,
+// its defaults and its fate belong to the workloads packages, the node's
+// judgement to the lifecycle controller; the API reaches both through the
+// small interfaces below (NodeLifecycle, Evictor), which monitor/app fills.
 package api
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"sort"
@@ -19,22 +23,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
-	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/controller"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/liveness"
-	"github.com/nodepulse/nodepulse/monitor/internal/workloads/eviction"
 	"github.com/nodepulse/nodepulse/services/identity"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 	"github.com/nodepulse/nodepulse/services/validation"
-)
-
-// Page sizes of ListNodes.
-const (
-	DefaultPageSize = 500
-	MaxPageSize     = 5000
-	casRetries      = 5
 )
 
 // Liveness is what the API needs from the feed tracker.
@@ -43,35 +39,75 @@ type Liveness interface {
 	SendCommand(ctx context.Context, name, reason string) (string, bool, error)
 }
 
+// NodeLifecycle is what ExplainNode asks the node lifecycle controller: the
+// leader's facts about one node and, on a follower, who leads.
+type NodeLifecycle interface {
+	Facts(name string, labels map[string]string) NodeFacts
+	// Leader names the leading replica ("" when unknown).
+	Leader(ctx context.Context) string
+}
+
+// NodeFacts is what the leader knows about one node's timing. The
+// controller keeps the same fields (controller.Facts); monitor/app converts.
+type NodeFacts struct {
+	// Leading: this replica leads; otherwise only Paused and zone facts are
+	// empty and timing is unknown here.
+	Leading bool
+	// Paused is why judgement is paused ("" when judging).
+	Paused string
+	// Known: the leader has a health record for the node.
+	Known bool
+	// Probe is when the node was last seen alive or granted fresh grace;
+	// Heard when liveness evidence last arrived; Deadline = Probe + Grace,
+	// or QuietUntil + Grace when a collector told the node to stay away
+	// until later than Probe.
+	Probe, Heard, ReadyTransition, Deadline, QuietUntil time.Time
+	Grace                                               time.Duration
+	// Zone key, state and the taint rate of its queue.
+	Zone      string
+	ZoneState lifecycle.ZoneState
+	ZoneQPS   float64
+	// Queued: waiting in the zone queue at Position (0 = next); NextToken is
+	// when the limiter grants its next token (-1: never).
+	Queued    bool
+	Position  int
+	QueueLen  int
+	QueuedAt  time.Time
+	NextToken time.Duration
+	// Remembered: processed by the queue and not yet forgotten.
+	Remembered bool
+}
+
+// Evictor is what the API asks the evictor: what happens to pods, in words
+// (package eviction).
+type Evictor interface {
+	// ExplainPod: whether and when the pod is deleted, and why; the time is
+	// the deletion time when one is known or predicted.
+	ExplainPod(ctx context.Context, now time.Time, p *podv1.Pod, node *nodev1.Node) (string, []string, time.Time)
+	// ExplainNodePods: one line for each pod of the node.
+	ExplainNodePods(now time.Time, node *nodev1.Node, pods []*podv1.Pod) []string
+}
+
 // Server implements NodeService.
 type Server struct {
 	nodev1.UnimplementedNodeServiceServer
-	store nodestore.Store
-	cache *cache.Cache
-	ctl   *controller.Controller
-	live  Liveness
-	lg    *zap.Logger
-	now   func() time.Time
+	base
+	lc   NodeLifecycle
+	live Liveness
 	// evictor, when set, lets ExplainNode say when the node's pods go.
-	evictor *eviction.Runner
+	evictor Evictor
 }
 
 // SetEvictor lets ExplainNode list the pending evictions of the leader.
-func (s *Server) SetEvictor(r *eviction.Runner) { s.evictor = r }
+func (s *Server) SetEvictor(e Evictor) { s.evictor = e }
 
 // New returns the service.
-func New(store nodestore.Store, c *cache.Cache, ctl *controller.Controller, live Liveness, lg *zap.Logger, now func() time.Time) *Server {
-	if now == nil {
-		now = time.Now
-	}
-	return &Server{store: store, cache: c, ctl: ctl, live: live, lg: lg.Named("api"), now: now}
+func New(store nodestore.Store, c *cache.Cache, lc NodeLifecycle, live Liveness, lg *zap.Logger, now func() time.Time) *Server {
+	return &Server{base: newBase(store, c, lg.Named("api"), now), lc: lc, live: live}
 }
 
 func checkName(field, name string) error {
-	if fe := validation.NodeName(field, name); fe != nil {
-		return status.Error(codes.InvalidArgument, fe.Error())
-	}
-	return nil
+	return invalid(validation.NodeName(field, name))
 }
 
 func (s *Server) node(name string) (*nodev1.Node, error) {
@@ -120,7 +156,7 @@ func (s *Server) ListNodes(_ context.Context, req *nodev1.ListNodesRequest) (*no
 			continue
 		}
 		if len(resp.Nodes) == size {
-			resp.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(resp.Nodes[size-1].GetMetadata().GetName()))
+			resp.NextPageToken = pageToken(resp.Nodes[size-1].GetMetadata().GetName())
 			break
 		}
 		resp.Nodes = append(resp.Nodes, n)
@@ -134,86 +170,29 @@ func (s *Server) WatchNodes(req *nodev1.WatchNodesRequest, stream nodev1.NodeSer
 	if err != nil {
 		return validation.Status(err)
 	}
-	ctx := stream.Context()
-	var from cache.Version
-	if rv := req.GetResourceVersion(); rv != "" {
-		if from, err = cache.ParseVersion(rv); err != nil {
-			return status.Error(codes.InvalidArgument, "resourceVersion: "+err.Error())
-		}
-	} else {
+	match := func(n *nodev1.Node) bool { return sel.Matches(n.GetMetadata().GetLabels()) }
+	from, err := watchFrom(req.GetResourceVersion(), func() (cache.Version, error) {
 		nodes, ver := s.cache.Nodes()
 		for _, n := range nodes {
-			if !sel.Matches(n.GetMetadata().GetLabels()) {
+			if !match(n) {
 				continue
 			}
 			if err := stream.Send(&nodev1.WatchNodesResponse{Type: cache.Added, Node: n, ResourceVersion: ver.String()}); err != nil {
-				return err
+				return ver, err
 			}
 		}
-		from = ver
+		return ver, nil
+	})
+	if err != nil {
+		return err
 	}
-	return follow(ctx, from, s.cache.ChangesAfter, func(ch cache.Change) (cache.Version, error) {
-		typ, n := watchEvent(sel, ch)
+	return follow(stream.Context(), from, s.cache.ChangesAfter, func(ch cache.Change) (cache.Version, error) {
+		typ, n := watchEvent(match, ch.Type, ch.Node, ch.Old)
 		if typ == "" {
 			return ch.Version, nil
 		}
 		return ch.Version, stream.Send(&nodev1.WatchNodesResponse{Type: typ, Node: n, ResourceVersion: ch.Version.String()})
 	})
-}
-
-// follow streams the cache's changes after from, in order, until ctx ends:
-// next returns up to a page of changes and a channel closed when more
-// arrive; send delivers one change and returns its version. A version the
-// cache no longer holds is OutOfRange (the Kubernetes "410 Gone"): the
-// client lists again and watches from the list's version.
-func follow[C any](ctx context.Context, from cache.Version, next func(cache.Version, int) ([]C, <-chan struct{}, error),
-	send func(C) (cache.Version, error)) error {
-	for {
-		changes, wait, err := next(from, 1000)
-		if errors.Is(err, cache.ErrTooOld) {
-			return status.Errorf(codes.OutOfRange, "resourceVersion %s is too old: list again and watch from the list's resourceVersion", from)
-		}
-		if err != nil {
-			return status.Error(codes.Internal, err.Error())
-		}
-		for _, ch := range changes {
-			if from, err = send(ch); err != nil {
-				return err
-			}
-		}
-		if len(changes) > 0 {
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wait:
-		}
-	}
-}
-
-// watchEvent maps a change through the selector: a node that starts
-// matching is ADDED, one that stops matching is DELETED (as Kubernetes
-// filtered watches do).
-func watchEvent(sel Selector, ch cache.Change) (string, *nodev1.Node) {
-	now := sel.Matches(ch.Node.GetMetadata().GetLabels())
-	switch ch.Type {
-	case cache.Added, cache.Deleted:
-		if now {
-			return ch.Type, ch.Node
-		}
-		return "", nil
-	}
-	was := sel.Matches(ch.Old.GetMetadata().GetLabels())
-	switch {
-	case was && now:
-		return cache.Modified, ch.Node
-	case now:
-		return cache.Added, ch.Node
-	case was:
-		return cache.Deleted, ch.Old
-	}
-	return "", nil
 }
 
 // GetLease implements NodeService.
@@ -246,61 +225,25 @@ func (s *Server) update(ctx context.Context, name string, fn func(n *nodev1.Node
 	if err := checkName("name", name); err != nil {
 		return nil, err
 	}
-	for range casRetries {
-		o, err := s.store.Get(ctx, nodestore.Nodes, name)
-		if errors.Is(err, nodestore.ErrNotFound) {
-			return nil, status.Errorf(codes.NotFound, "node %q not found", name)
-		}
-		if err != nil {
-			return nil, status.Errorf(codes.Unavailable, "read node %q: %v", name, err)
-		}
-		n := proto.CloneOf(o.Value.(*nodev1.Node))
+	var n *nodev1.Node
+	_, rev, err := s.rewrite(ctx, nodestore.Nodes, name, fmt.Sprintf("node %q", name), "write", nil, func(o nodestore.Object) ([]nodestore.Op, error) {
+		n = proto.CloneOf(o.Value.(*nodev1.Node))
 		if n.Spec == nil {
 			n.Spec = &nodev1.NodeSpec{}
 		}
 		changed, err := fn(n)
-		if err != nil {
+		if err != nil || !changed {
 			return nil, err
 		}
-		if changed {
-			rev, err := s.store.Apply(ctx, nil, nodestore.Op{Kind: nodestore.Nodes, Name: name, Value: n, IfModRevision: o.ModRevision})
-			if errors.Is(err, nodestore.ErrConflict) {
-				continue
-			}
-			if err != nil {
-				return nil, status.Errorf(codes.Unavailable, "write node %q: %v", name, err)
-			}
-			s.waitCache(ctx, rev)
-		}
-		return s.served(name, n), nil
+		return []nodestore.Op{{Kind: nodestore.Nodes, Name: name, Value: n, IfModRevision: o.ModRevision}}, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, status.Errorf(codes.Aborted, "node %q kept changing; try again", name)
-}
-
-// readYourWritesWait bounds how long a write waits for this replica's cache.
-const readYourWritesWait = 2 * time.Second
-
-// waitCache waits, briefly, until this replica's cache reflects revision
-// rev, so that a read through the same replica right after a write sees it
-// (`nodepulse taint` then `nodepulse describe`, as kubectl users expect).
-// Reads are served from the watch cache, which trails etcd by one watch
-// delivery; under load that was long enough for the read to miss the write.
-func (s *Server) waitCache(ctx context.Context, rev int64) {
-	t := time.NewTimer(readYourWritesWait)
-	defer t.Stop()
-	for {
-		changed := s.cache.Changed() // before the check: no wake-up is lost
-		if s.cache.Revision() >= rev {
-			return
-		}
-		select {
-		case <-changed:
-		case <-t.C:
-			return
-		case <-ctx.Done():
-			return
-		}
+	if rev != 0 {
+		s.waitCache(ctx, rev)
 	}
+	return s.served(name, n), nil
 }
 
 // served merges a just-written node with the cached status and health.
@@ -313,40 +256,38 @@ func (s *Server) served(name string, meta *nodev1.Node) *nodev1.Node {
 	return n
 }
 
-func (s *Server) audit(ctx context.Context, what, name string, fields ...zap.Field) {
-	s.lg.Info(what, append([]zap.Field{zap.String("node", name), zap.String("caller", identity.FromContext(ctx).String())}, fields...)...)
-}
-
 // CordonNode implements NodeService.
 func (s *Server) CordonNode(ctx context.Context, req *nodev1.CordonNodeRequest) (*nodev1.CordonNodeResponse, error) {
-	n, err := s.update(ctx, req.GetName(), func(n *nodev1.Node) (bool, error) {
-		if n.Spec.Unschedulable {
-			return false, nil
-		}
-		n.Spec.Unschedulable = true
-		return true, nil
-	})
+	n, err := s.setUnschedulable(ctx, req.GetName(), true, "node cordoned")
 	if err != nil {
 		return nil, err
 	}
-	s.audit(ctx, "node cordoned", req.GetName())
 	return &nodev1.CordonNodeResponse{Node: n}, nil
 }
 
 // UncordonNode implements NodeService.
 func (s *Server) UncordonNode(ctx context.Context, req *nodev1.UncordonNodeRequest) (*nodev1.UncordonNodeResponse, error) {
-	n, err := s.update(ctx, req.GetName(), func(n *nodev1.Node) (bool, error) {
-		if !n.Spec.Unschedulable {
-			return false, nil
-		}
-		n.Spec.Unschedulable = false
-		return true, nil
-	})
+	n, err := s.setUnschedulable(ctx, req.GetName(), false, "node uncordoned")
 	if err != nil {
 		return nil, err
 	}
-	s.audit(ctx, "node uncordoned", req.GetName())
 	return &nodev1.UncordonNodeResponse{Node: n}, nil
+}
+
+// setUnschedulable cordons (on) or uncordons a node; a node already so is
+// left unwritten.
+func (s *Server) setUnschedulable(ctx context.Context, name string, on bool, audit string) (*nodev1.Node, error) {
+	n, err := s.update(ctx, name, func(n *nodev1.Node) (bool, error) {
+		if n.Spec.Unschedulable == on {
+			return false, nil
+		}
+		n.Spec.Unschedulable = on
+		return true, nil
+	})
+	if err == nil {
+		s.audit(ctx, "node", audit, name)
+	}
+	return n, err
 }
 
 // AddTaint implements NodeService.
@@ -387,7 +328,7 @@ func (s *Server) AddTaint(ctx context.Context, req *nodev1.AddTaintRequest) (*no
 	if err != nil {
 		return nil, err
 	}
-	s.audit(ctx, "taint added", req.GetName(), zap.String("key", t.GetKey()), zap.String("effect", t.GetEffect()))
+	s.audit(ctx, "node", "taint added", req.GetName(), zap.String("key", t.GetKey()), zap.String("effect", t.GetEffect()))
 	return &nodev1.AddTaintResponse{Node: n}, nil
 }
 
@@ -422,7 +363,7 @@ func (s *Server) RemoveTaint(ctx context.Context, req *nodev1.RemoveTaintRequest
 	if err != nil {
 		return nil, err
 	}
-	s.audit(ctx, "taint removed", req.GetName(), zap.String("key", req.GetKey()), zap.String("effect", req.GetEffect()))
+	s.audit(ctx, "node", "taint removed", req.GetName(), zap.String("key", req.GetKey()), zap.String("effect", req.GetEffect()))
 	return &nodev1.RemoveTaintResponse{Node: n}, nil
 }
 
@@ -439,32 +380,21 @@ func (s *Server) DeleteNode(ctx context.Context, req *nodev1.DeleteNodeRequest) 
 	if err := checkName("name", name); err != nil {
 		return nil, err
 	}
-	for range casRetries {
-		o, err := s.store.Get(ctx, nodestore.Nodes, name)
-		if errors.Is(err, nodestore.ErrNotFound) {
-			return nil, status.Errorf(codes.NotFound, "node %q not found", name)
-		}
-		if err != nil {
-			return nil, status.Errorf(codes.Unavailable, "read node %q: %v", name, err)
-		}
-		before := s.served(name, o.Value.(*nodev1.Node))
+	var before *nodev1.Node
+	_, _, err := s.rewrite(ctx, nodestore.Nodes, name, fmt.Sprintf("node %q", name), "delete", nil, func(o nodestore.Object) ([]nodestore.Op, error) {
+		before = s.served(name, o.Value.(*nodev1.Node))
 		// One transaction: the node and every record about it go together,
 		// conditional on the node not having changed since it was read.
-		_, err = s.store.Apply(ctx, nil,
-			nodestore.Op{Kind: nodestore.Nodes, Name: name, IfModRevision: o.ModRevision},
+		return []nodestore.Op{{Kind: nodestore.Nodes, Name: name, IfModRevision: o.ModRevision},
 			nodestore.Delete(nodestore.Statuses, name),
 			nodestore.Delete(nodestore.Leases, name),
-			nodestore.Delete(nodestore.Health, name))
-		if errors.Is(err, nodestore.ErrConflict) {
-			continue
-		}
-		if err != nil {
-			return nil, status.Errorf(codes.Unavailable, "delete node %q: %v", name, err)
-		}
-		s.audit(ctx, "node deleted", name)
-		return &nodev1.DeleteNodeResponse{Node: before}, nil
+			nodestore.Delete(nodestore.Health, name)}, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, status.Errorf(codes.Aborted, "node %q kept changing; try again", name)
+	s.audit(ctx, "node", "node deleted", name)
+	return &nodev1.DeleteNodeResponse{Node: before}, nil
 }
 
 // RequestStatusUpdate implements NodeService.
@@ -480,7 +410,7 @@ func (s *Server) RequestStatusUpdate(ctx context.Context, req *nodev1.RequestSta
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "request status of %q: %v", req.GetName(), err)
 	}
-	s.audit(ctx, "status update requested", req.GetName(), zap.String("collector", col), zap.Bool("delivered", delivered))
+	s.audit(ctx, "node", "status update requested", req.GetName(), zap.String("collector", col), zap.Bool("delivered", delivered))
 	return &nodev1.RequestStatusUpdateResponse{Collector: col, Delivered: delivered}, nil
 }
 
@@ -522,21 +452,27 @@ func (s *Server) ExplainNode(ctx context.Context, req *nodev1.ExplainNodeRequest
 		return nil, err
 	}
 	lease, _ := s.cache.Lease(req.GetName())
-	facts := s.ctl.Facts(req.GetName(), n.GetMetadata().GetLabels())
+	facts := s.lc.Facts(req.GetName(), n.GetMetadata().GetLabels())
 	leader := ""
 	if !facts.Leading {
-		leader, _ = s.store.Leader(ctx, controller.ElectionName)
+		leader = s.lc.Leader(ctx)
 	}
 	now := s.now()
 	summary, details := Explain(now, n, lease, s.live.Node(req.GetName()), facts, leader)
-	details = append(details, explainNodePods(now, n, s.cache.PodsOnNode(req.GetName()), s.evictor)...)
+	if s.evictor != nil {
+		var pods []*podv1.Pod
+		for _, pe := range s.cache.PodsOnNode(req.GetName()) {
+			pods = append(pods, pe.Pod)
+		}
+		details = append(details, s.evictor.ExplainNodePods(now, n, pods)...)
+	}
 	return &nodev1.ExplainNodeResponse{Summary: summary, Details: details, Node: n}, nil
 }
 
 func clock(t time.Time) string { return t.Local().Format("15:04:05") }
 
 // Explain puts a node's state in words.
-func Explain(now time.Time, n *nodev1.Node, lease *nodev1.Lease, lv liveness.Node, f controller.Facts, leader string) (string, []string) {
+func Explain(now time.Time, n *nodev1.Node, lease *nodev1.Lease, lv liveness.Node, f NodeFacts, leader string) (string, []string) {
 	name := n.GetMetadata().GetName()
 	conds := n.GetStatus().GetConditions()
 	ready := nodemodel.FindCondition(conds, nodemodel.Ready)
@@ -562,7 +498,7 @@ func Explain(now time.Time, n *nodev1.Node, lease *nodev1.Lease, lv liveness.Nod
 		summary = fmt.Sprintf("NotReady since %s: %s", clock(ready.GetLastTransitionTime().AsTime()), ready.GetMessage())
 	}
 	var d []string
-	zone := lifecycle.ZoneName(f.Zone)
+	zone := nodemodel.ZoneName(f.Zone)
 	if zone == "" {
 		zone = `"" (no zone labels)`
 	}
@@ -666,27 +602,4 @@ func taintWhy(t *nodev1.Taint) string {
 		return "the node is cordoned"
 	}
 	return "condition " + strings.TrimPrefix(t.GetKey(), "node.kubernetes.io/") + " is reported"
-}
-
-// pageParams reads a list call's page size (0 → DefaultPageSize, capped at
-// MaxPageSize) and continue token (the last name of the previous page,
-// base64url) into the size and the name to continue after.
-func pageParams(pageSize int32, token, rpc string) (int, string, error) {
-	size := int(pageSize)
-	switch {
-	case size < 0:
-		return 0, "", status.Error(codes.InvalidArgument, "pageSize: must not be negative")
-	case size == 0:
-		size = DefaultPageSize
-	case size > MaxPageSize:
-		size = MaxPageSize
-	}
-	if token == "" {
-		return size, "", nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(token)
-	if err != nil || len(b) == 0 {
-		return 0, "", status.Error(codes.InvalidArgument, "pageToken: not a token returned by "+rpc)
-	}
-	return size, string(b), nil
 }

@@ -11,10 +11,9 @@ import (
 	"github.com/nodepulse/nodepulse/services/nodestore"
 )
 
-// ErrFutureRevision: a compaction asked for a revision the member has not
-// reached (it was restored from an older snapshot, or the caller remembers a
-// revision of another cluster). Nothing was compacted.
-var ErrFutureRevision = errors.New("required revision is a future revision")
+// ErrFutureRevision is nodestore.ErrFutureRevision, under the name the
+// store's own tests know it by.
+var ErrFutureRevision = nodestore.ErrFutureRevision
 
 // Revision returns the member's current revision (the header of a
 // linearizable count-only read, which needs a quorum).

@@ -3,56 +3,41 @@ package etcdstore
 import (
 	"context"
 	"fmt"
+
+	"github.com/nodepulse/nodepulse/services/nodestore"
 )
 
-// Member is one etcd member as maintenance addresses it.
-type Member struct {
-	ID   uint64
-	Name string
-	// Endpoint is the member's first advertised client URL: maintenance
-	// requests (status, defragment) go to that member and no other.
-	Endpoint string
-}
-
-// MemberStatus is what a member says about its own database.
-type MemberStatus struct {
-	// Leader is the ID of the member the answering member follows (its own
-	// ID when it leads).
-	Leader uint64
-	// DBSize is the size of the member's bbolt file; DBSizeInUse the part
-	// not on bbolt's free list. Pages partly emptied by compaction count as
-	// in use: only a defragmentation shows how much of them is empty.
-	DBSize, DBSizeInUse int64
-}
+// The store is maintained through nodestore.Maintenance.
+var _ nodestore.Maintenance = (*Store)(nil)
 
 // Members lists the cluster's members that advertise a client URL (a
 // member added but not started yet has none and is left out).
-func (s *Store) Members(ctx context.Context) ([]Member, error) {
+func (s *Store) Members(ctx context.Context) ([]nodestore.Member, error) {
 	ctx, cancel := s.reqCtx(ctx)
 	defer cancel()
 	resp, err := s.ctl.MemberList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("etcd member list: %w", err)
 	}
-	out := make([]Member, 0, len(resp.Members))
+	out := make([]nodestore.Member, 0, len(resp.Members))
 	for _, m := range resp.Members {
 		if len(m.ClientURLs) == 0 {
 			continue
 		}
-		out = append(out, Member{ID: m.ID, Name: m.Name, Endpoint: m.ClientURLs[0]})
+		out = append(out, nodestore.Member{ID: m.ID, Name: m.Name, Endpoint: m.ClientURLs[0]})
 	}
 	return out, nil
 }
 
 // MemberStatus asks the member at endpoint about its database.
-func (s *Store) MemberStatus(ctx context.Context, endpoint string) (MemberStatus, error) {
+func (s *Store) MemberStatus(ctx context.Context, endpoint string) (nodestore.MemberStatus, error) {
 	ctx, cancel := s.reqCtx(ctx)
 	defer cancel()
 	resp, err := s.ctl.Status(ctx, endpoint)
 	if err != nil {
-		return MemberStatus{}, fmt.Errorf("etcd status of %s: %w", endpoint, err)
+		return nodestore.MemberStatus{}, fmt.Errorf("etcd status of %s: %w", endpoint, err)
 	}
-	return MemberStatus{Leader: resp.Leader, DBSize: resp.DbSize, DBSizeInUse: resp.DbSizeInUse}, nil
+	return nodestore.MemberStatus{Leader: resp.Leader, DBSize: resp.DbSize, DBSizeInUse: resp.DbSizeInUse}, nil
 }
 
 // Defragment rewrites the bbolt file of the member at endpoint without its

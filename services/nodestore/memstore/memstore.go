@@ -342,8 +342,8 @@ func (s *Store) compact(rev int64) {
 
 // Compact discards the history before rev: List at a lower revision and
 // Watch from a lower one fail with ErrCompacted afterwards. Like etcd, it
-// fails with ErrCompacted when rev is already compacted and rejects a
-// future revision.
+// fails with ErrCompacted when rev is already compacted and with
+// ErrFutureRevision beyond the current revision.
 func (s *Store) Compact(ctx context.Context, rev int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -354,7 +354,7 @@ func (s *Store) Compact(ctx context.Context, rev int64) error {
 		return fmt.Errorf("compact at %d (already at %d): %w", rev, s.compactRev, nodestore.ErrCompacted)
 	}
 	if rev > s.rev {
-		return fmt.Errorf("compact at %d: revision is in the future (current %d)", rev, s.rev)
+		return fmt.Errorf("compact at %d (current %d): %w", rev, s.rev, nodestore.ErrFutureRevision)
 	}
 	s.compact(rev)
 	return nil

@@ -20,7 +20,7 @@
 // second fleet under another prefix produce: both are tolerated.
 //
 // A watcher that falls more than one interval behind gets a compacted-
-// revision error and must list again (monitor/internal/cache does).
+// revision error and must list again (monitor/internal/nodelifecycle/cache does).
 // Compaction frees pages for reuse but never shrinks the bbolt file; that
 // takes a defragmentation, which follows compactions (Config.Compacted,
 // package defrag).
@@ -35,8 +35,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/nodepulse/nodepulse/monitor/internal/leadership"
 	"github.com/nodepulse/nodepulse/services/nodestore"
-	"github.com/nodepulse/nodepulse/services/nodestore/etcdstore"
 )
 
 // Metric names (deploy/prometheus, deploy/grafana).
@@ -53,23 +53,6 @@ const (
 	ResultFuture           = "future_revision"
 	ResultError            = "error"
 )
-
-// Store is what the compactor needs from the store (etcdstore.Store).
-type Store interface {
-	// Revision returns the store's current revision.
-	Revision(ctx context.Context) (int64, error)
-	// Compact discards history before rev; an already compacted rev returns
-	// an error wrapping nodestore.ErrCompacted.
-	Compact(ctx context.Context, rev int64) error
-}
-
-// Leader is what the compactor needs from the lifecycle controller.
-type Leader interface {
-	// Leadership returns the fence and a channel closed when it ends.
-	Leadership() (nodestore.Fence, <-chan struct{}, bool)
-	// LeaderChanged is closed when a leadership next starts or ends.
-	LeaderChanged() <-chan struct{}
-}
 
 // Config of the compactor.
 type Config struct {
@@ -91,8 +74,8 @@ type Config struct {
 // Compactor compacts while this replica leads.
 type Compactor struct {
 	cfg    Config
-	store  Store
-	leader Leader
+	store  nodestore.Compaction
+	leader leadership.Leader
 	lg     *zap.Logger
 
 	rounds   *prometheus.CounterVec
@@ -101,8 +84,9 @@ type Compactor struct {
 }
 
 // New returns a compactor; reg may be nil, and so may store when it cannot
-// compact (an in-memory store): Run then does nothing.
-func New(cfg Config, store Store, leader Leader, lg *zap.Logger, reg prometheus.Registerer) (*Compactor, error) {
+// compact (an in-memory store has no nodestore.Maintenance): Run then does
+// nothing.
+func New(cfg Config, store nodestore.Compaction, leader leadership.Leader, lg *zap.Logger, reg prometheus.Registerer) (*Compactor, error) {
 	if cfg.Interval < 0 {
 		return nil, fmt.Errorf("compaction interval %s must not be negative", cfg.Interval)
 	}
@@ -147,23 +131,9 @@ func (c *Compactor) Run(ctx context.Context) error {
 		<-ctx.Done() // returning would stop the monitor (run.Group)
 		return nil
 	}
-	for ctx.Err() == nil {
-		changed := c.leader.LeaderChanged()
-		if _, done, ok := c.leader.Leadership(); ok {
-			c.lead(ctx, done)
-			// Wait for the leadership to end before looking again, so a
-			// round never starts twice for one leadership.
-			select {
-			case <-ctx.Done():
-			case <-done:
-			}
-			continue
-		}
-		select {
-		case <-ctx.Done():
-		case <-changed:
-		}
-	}
+	leadership.Follow(ctx, c.leader, func(ctx context.Context, _ nodestore.Fence, done <-chan struct{}) {
+		c.lead(ctx, done)
+	})
 	return nil
 }
 
@@ -243,7 +213,7 @@ func (c *Compactor) compact(ctx context.Context, rev, cur int64) {
 	case errors.Is(err, nodestore.ErrCompacted):
 		c.rounds.WithLabelValues(ResultAlreadyCompacted).Inc()
 		c.lg.Debug("etcd history already compacted past this revision", zap.Int64("revision", rev), zap.Error(err))
-	case errors.Is(err, etcdstore.ErrFutureRevision):
+	case errors.Is(err, nodestore.ErrFutureRevision):
 		c.rounds.WithLabelValues(ResultFuture).Inc()
 		c.lg.Warn("etcd has not reached the revision to compact to; not compacting this round", zap.Int64("revision", rev), zap.Error(err))
 	default:

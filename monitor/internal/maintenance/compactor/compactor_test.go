@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 
+	"github.com/nodepulse/nodepulse/monitor/internal/leadership/leadertest"
 	"github.com/nodepulse/nodepulse/services/nodestore"
-	"github.com/nodepulse/nodepulse/services/nodestore/etcdstore"
 )
 
 // fakeStore hands out scripted revisions and records compactions.
@@ -64,47 +64,6 @@ func (s *fakeStore) done() []int64 {
 	return append([]int64(nil), s.compacted...)
 }
 
-// fakeLeader switches leadership on and off.
-type fakeLeader struct {
-	mu      sync.Mutex
-	leading bool
-	done    chan struct{}
-	changed chan struct{}
-}
-
-func newLeader() *fakeLeader { return &fakeLeader{changed: make(chan struct{})} }
-
-func (l *fakeLeader) Leadership() (nodestore.Fence, <-chan struct{}, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.leading {
-		return nodestore.Fence{}, nil, false
-	}
-	return nodestore.Fence{Key: "k", Revision: 1}, l.done, true
-}
-
-func (l *fakeLeader) LeaderChanged() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.changed
-}
-
-func (l *fakeLeader) set(leading bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if leading == l.leading {
-		return
-	}
-	l.leading = leading
-	if leading {
-		l.done = make(chan struct{})
-	} else {
-		close(l.done)
-	}
-	close(l.changed)
-	l.changed = make(chan struct{})
-}
-
 // fakeClock: every After registers a waiter the test fires with tick.
 type fakeClock struct {
 	waits chan waiter
@@ -139,7 +98,7 @@ func (c *fakeClock) waiting(t *testing.T) waiter {
 type harness struct {
 	t      *testing.T
 	store  *fakeStore
-	leader *fakeLeader
+	leader *leadertest.Leader
 	clock  *fakeClock
 	c      *Compactor
 	reg    *prometheus.Registry
@@ -150,7 +109,7 @@ type harness struct {
 
 func start(t *testing.T, interval time.Duration) *harness {
 	t.Helper()
-	h := &harness{t: t, store: &fakeStore{rev: 100}, leader: newLeader(), clock: newClock(), reg: prometheus.NewRegistry()}
+	h := &harness{t: t, store: &fakeStore{rev: 100}, leader: &leadertest.Leader{}, clock: newClock(), reg: prometheus.NewRegistry()}
 	var err error
 	h.c, err = New(Config{Interval: interval, After: h.clock.After, Compacted: func() { h.followed.Add(1) }}, h.store, h.leader, zap.NewNop(), h.reg)
 	if err != nil {
@@ -190,7 +149,7 @@ func (h *harness) round(w waiter, rev int64, err error) waiter {
 func TestCompactsToTheRevisionOfOneIntervalAgo(t *testing.T) {
 	const iv = 5 * time.Minute
 	h := start(t, iv)
-	h.leader.set(true)
+	h.leader.Set(true)
 	// Start of leadership: observe 100; rounds come every fifth of the
 	// interval, and nothing is compacted until one interval has passed.
 	w := h.clock.waiting(t)
@@ -222,7 +181,7 @@ func TestCompactsToTheRevisionOfOneIntervalAgo(t *testing.T) {
 // An idle etcd keeps its revision: the same revision is not compacted twice.
 func TestIdleRevisionCompactedOnce(t *testing.T) {
 	h := start(t, time.Minute)
-	h.leader.set(true)
+	h.leader.Set(true)
 	w := h.clock.waiting(t)
 	for i := 0; i < 2*Steps; i++ {
 		w = h.round(w, 100, nil)
@@ -244,14 +203,14 @@ func TestOnlyTheLeaderCompacts(t *testing.T) {
 		t.Fatalf("a follower waits %s for a compaction round", w.d)
 	case <-time.After(100 * time.Millisecond):
 	}
-	h.leader.set(true)
+	h.leader.Set(true)
 	h.store.set(200, nil)
 	w := h.clock.waiting(t) // observed 200
 	for _, rev := range []int64{210, 220, 230} {
 		w = h.round(w, rev, nil)
 	}
 	// Leadership ends one round before the first compaction: no compaction.
-	h.leader.set(false)
+	h.leader.Set(false)
 	h.store.set(300, nil)
 	select {
 	case w.ch <- time.Time{}:
@@ -264,7 +223,7 @@ func TestOnlyTheLeaderCompacts(t *testing.T) {
 	// A new leadership starts over: observe first, compact one interval on,
 	// never to a revision remembered from the previous leadership.
 	h.store.set(500, nil)
-	h.leader.set(true)
+	h.leader.Set(true)
 	w = h.clock.waiting(t)
 	for _, rev := range []int64{510, 520, 530, 540, 550} {
 		w = h.round(w, rev, nil)
@@ -282,13 +241,13 @@ func TestToleratesAlreadyCompactedAndFutureRevisions(t *testing.T) {
 		case 100: // etcd's --auto-compaction, or another fleet, went further
 			return fmt.Errorf("compact at %d: %w", rev, nodestore.ErrCompacted)
 		case 110: // etcd was restored from an older snapshot under us
-			return fmt.Errorf("compact at %d: %w", rev, etcdstore.ErrFutureRevision)
+			return fmt.Errorf("compact at %d: %w", rev, nodestore.ErrFutureRevision)
 		case 120:
 			return errors.New("connection refused")
 		}
 		return nil
 	}
-	h.leader.set(true)
+	h.leader.Set(true)
 	w := h.clock.waiting(t) // observed 100
 	for _, rev := range []int64{110, 120, 130, 140, 150, 160, 170, 180} {
 		w = h.round(w, rev, nil)
@@ -312,7 +271,7 @@ func TestRevisionWentBackIsNotCompacted(t *testing.T) {
 	const iv = time.Minute
 	h := start(t, iv)
 	h.store.set(1000, nil)
-	h.leader.set(true)
+	h.leader.Set(true)
 	w := h.clock.waiting(t)
 	w = h.round(w, 1010, nil)
 	// Restored: the remembered 1000 and 1010 are in its future; start over.
@@ -334,7 +293,7 @@ func TestRevisionWentBackIsNotCompacted(t *testing.T) {
 func TestUnreadableRevisionKeepsTheOldOne(t *testing.T) {
 	const iv = time.Minute
 	h := start(t, iv)
-	h.leader.set(true)
+	h.leader.Set(true)
 	w := h.clock.waiting(t) // observed 100
 	w = h.round(w, 0, errors.New("etcd down"))
 	for _, rev := range []int64{120, 130, 140} {
@@ -352,7 +311,7 @@ func TestUnreadableRevisionKeepsTheOldOne(t *testing.T) {
 
 func TestDisabled(t *testing.T) {
 	h := start(t, 0)
-	h.leader.set(true)
+	h.leader.Set(true)
 	select {
 	case w := <-h.clock.waits:
 		t.Fatalf("disabled compactor waits %s", w.d)
@@ -364,7 +323,7 @@ func TestDisabled(t *testing.T) {
 }
 
 func TestNegativeIntervalRejected(t *testing.T) {
-	if _, err := New(Config{Interval: -time.Second}, &fakeStore{}, newLeader(), zap.NewNop(), nil); err == nil {
+	if _, err := New(Config{Interval: -time.Second}, &fakeStore{}, &leadertest.Leader{}, zap.NewNop(), nil); err == nil {
 		t.Fatal("New accepted a negative interval")
 	}
 }

@@ -41,7 +41,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nodepulse/nodepulse/services/nodestore"
-	"github.com/nodepulse/nodepulse/services/nodestore/etcdstore"
 )
 
 // Metric names (deploy/prometheus, deploy/grafana).
@@ -62,13 +61,6 @@ const (
 	ReasonFree   = "free_pages"
 	ReasonGrowth = "in_use_growth"
 )
-
-// Store is what the defragmenter needs from the store (etcdstore.Store).
-type Store interface {
-	Members(ctx context.Context) ([]etcdstore.Member, error)
-	MemberStatus(ctx context.Context, endpoint string) (etcdstore.MemberStatus, error)
-	Defragment(ctx context.Context, endpoint string) error
-}
 
 // Leader is what the defragmenter needs from the lifecycle controller.
 type Leader interface {
@@ -164,7 +156,7 @@ func (ms memberState) steady(rounds int) bool {
 }
 
 // due says whether st makes the member due, and why.
-func (c Config) due(st etcdstore.MemberStatus, ms memberState, now time.Time) (string, bool) {
+func (c Config) due(st nodestore.MemberStatus, ms memberState, now time.Time) (string, bool) {
 	if st.DBSize < c.MinSize || st.DBSize <= 0 {
 		return "", false
 	}
@@ -183,7 +175,7 @@ func (c Config) due(st etcdstore.MemberStatus, ms memberState, now time.Time) (s
 // Defragmenter defragments etcd's members while this replica leads.
 type Defragmenter struct {
 	cfg    Config
-	store  Store
+	store  nodestore.Defragmentation
 	leader Leader
 	lg     *zap.Logger
 	kick   chan struct{}
@@ -198,8 +190,9 @@ type Defragmenter struct {
 }
 
 // New returns a defragmenter; reg may be nil, and so may store when it
-// cannot defragment (an in-memory store): Run then does nothing.
-func New(cfg Config, store Store, leader Leader, lg *zap.Logger, reg prometheus.Registerer) (*Defragmenter, error) {
+// cannot defragment (an in-memory store has no nodestore.Maintenance): Run
+// then does nothing.
+func New(cfg Config, store nodestore.Defragmentation, leader Leader, lg *zap.Logger, reg prometheus.Registerer) (*Defragmenter, error) {
 	if cfg.Enabled {
 		if err := cfg.Validate(); err != nil {
 			return nil, err
@@ -293,8 +286,8 @@ func (d *Defragmenter) Run(ctx context.Context) error {
 }
 
 type candidate struct {
-	m      etcdstore.Member
-	st     etcdstore.MemberStatus
+	m      nodestore.Member
+	st     nodestore.MemberStatus
 	reason string
 }
 

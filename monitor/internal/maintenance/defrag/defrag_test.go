@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 
+	"github.com/nodepulse/nodepulse/monitor/internal/leadership/leadertest"
 	"github.com/nodepulse/nodepulse/services/nodestore"
-	"github.com/nodepulse/nodepulse/services/nodestore/etcdstore"
 )
 
 const mib = 1 << 20
@@ -23,8 +23,8 @@ const mib = 1 << 20
 func TestDue(t *testing.T) {
 	c := DefaultConfig() // 64 MiB, 25 % free, 5 % growth over 5 steady looks, 15 m
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	st := func(size, inUse int64) etcdstore.MemberStatus {
-		return etcdstore.MemberStatus{DBSize: size * mib, DBSizeInUse: inUse * mib}
+	st := func(size, inUse int64) nodestore.MemberStatus {
+		return nodestore.MemberStatus{DBSize: size * mib, DBSizeInUse: inUse * mib}
 	}
 	// looks builds what a member's looks left: the floor, then sizes.
 	looks := func(floor int64, sizes ...int64) memberState {
@@ -38,7 +38,7 @@ func TestDue(t *testing.T) {
 	steady := looks(80, 84, 84, 84, 84, 84, 84)
 	for _, tc := range []struct {
 		name   string
-		st     etcdstore.MemberStatus
+		st     nodestore.MemberStatus
 		ms     memberState
 		reason string
 	}{
@@ -92,18 +92,18 @@ func TestValidate(t *testing.T) {
 // empty inside its pages (frag).
 type fakeStore struct {
 	mu        sync.Mutex
-	members   []etcdstore.Member
+	members   []nodestore.Member
 	leader    uint64
-	status    map[string]etcdstore.MemberStatus
+	status    map[string]nodestore.MemberStatus
 	frag      map[string]int64
 	failing   map[string]error
 	defragged []string
 }
 
 func newStore(n int) *fakeStore {
-	s := &fakeStore{status: map[string]etcdstore.MemberStatus{}, frag: map[string]int64{}, failing: map[string]error{}}
+	s := &fakeStore{status: map[string]nodestore.MemberStatus{}, frag: map[string]int64{}, failing: map[string]error{}}
 	for i := 1; i <= n; i++ {
-		s.members = append(s.members, etcdstore.Member{ID: uint64(i), Name: fmt.Sprintf("etcd-%d", i), Endpoint: fmt.Sprintf("http://etcd-%d:2379", i)})
+		s.members = append(s.members, nodestore.Member{ID: uint64(i), Name: fmt.Sprintf("etcd-%d", i), Endpoint: fmt.Sprintf("http://etcd-%d:2379", i)})
 	}
 	s.leader = 1
 	return s
@@ -112,17 +112,17 @@ func newStore(n int) *fakeStore {
 func (s *fakeStore) set(endpoint string, size, inUse, frag int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.status[endpoint] = etcdstore.MemberStatus{DBSize: size * mib, DBSizeInUse: inUse * mib}
+	s.status[endpoint] = nodestore.MemberStatus{DBSize: size * mib, DBSizeInUse: inUse * mib}
 	s.frag[endpoint] = frag * mib
 }
 
-func (s *fakeStore) Members(context.Context) ([]etcdstore.Member, error) {
+func (s *fakeStore) Members(context.Context) ([]nodestore.Member, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]etcdstore.Member(nil), s.members...), nil
+	return append([]nodestore.Member(nil), s.members...), nil
 }
 
-func (s *fakeStore) MemberStatus(_ context.Context, ep string) (etcdstore.MemberStatus, error) {
+func (s *fakeStore) MemberStatus(_ context.Context, ep string) (nodestore.MemberStatus, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, ok := s.status[ep]
@@ -142,7 +142,7 @@ func (s *fakeStore) Defragment(_ context.Context, ep string) error {
 	}
 	st := s.status[ep]
 	dense := st.DBSizeInUse - s.frag[ep]
-	s.status[ep] = etcdstore.MemberStatus{DBSize: dense, DBSizeInUse: dense}
+	s.status[ep] = nodestore.MemberStatus{DBSize: dense, DBSizeInUse: dense}
 	s.frag[ep] = 0
 	return nil
 }
@@ -153,33 +153,6 @@ func (s *fakeStore) takeDefragged() []string {
 	out := s.defragged
 	s.defragged = nil
 	return out
-}
-
-// fakeLeader leads until told otherwise.
-type fakeLeader struct {
-	mu      sync.Mutex
-	leading bool
-	done    chan struct{}
-}
-
-func (l *fakeLeader) Leadership() (nodestore.Fence, <-chan struct{}, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return nodestore.Fence{Key: "k", Revision: 1}, l.done, l.leading
-}
-
-func (l *fakeLeader) set(leading bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if leading == l.leading {
-		return
-	}
-	l.leading = leading
-	if leading {
-		l.done = make(chan struct{})
-	} else {
-		close(l.done)
-	}
 }
 
 // run starts Run in the synctest bubble and stops it at cleanup.
@@ -215,8 +188,8 @@ func compaction(d *Defragmenter, after time.Duration) {
 func TestDefragmentsFollowersFirstOnceGrowthStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newStore(3)
-		l := &fakeLeader{}
-		l.set(true)
+		l := &leadertest.Leader{}
+		l.Set(true)
 		reg := prometheus.NewRegistry()
 		cfg := DefaultConfig()
 		d, err := New(cfg, s, l, zap.NewNop(), reg)
@@ -289,7 +262,7 @@ func TestLeadershipAndFailures(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newStore(1)
 		ep := s.members[0].Endpoint
-		l := &fakeLeader{}
+		l := &leadertest.Leader{}
 		d, err := New(DefaultConfig(), s, l, zap.NewNop(), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -301,12 +274,12 @@ func TestLeadershipAndFailures(t *testing.T) {
 			t.Fatalf("a follower defragmented %v", got)
 		}
 
-		l.set(true)
+		l.Set(true)
 		s.set(ep, 100, 100, 0)
 		compaction(d, 2*time.Minute) // floor 100
 		s.set(ep, 120, 120, 20)
-		l.set(false)
-		l.set(true) // a new leadership: floor unknown again
+		l.Set(false)
+		l.Set(true) // a new leadership: floor unknown again
 		compaction(d, 2*time.Minute)
 		if got := s.takeDefragged(); len(got) != 0 {
 			t.Fatalf("the new leadership defragmented %v against its predecessor's floor", got)
@@ -343,8 +316,8 @@ func TestDisabled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newStore(1)
 		s.set(s.members[0].Endpoint, 200, 100, 0)
-		l := &fakeLeader{}
-		l.set(true)
+		l := &leadertest.Leader{}
+		l.Set(true)
 		c := DefaultConfig()
 		c.Enabled = false
 		d, err := New(c, s, l, zap.NewNop(), nil)

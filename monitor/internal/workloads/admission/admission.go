@@ -20,11 +20,17 @@
 package admission
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+
 	"google.golang.org/protobuf/proto"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podutil"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
+	"github.com/nodepulse/nodepulse/services/validation"
 )
 
 // Owner kinds that change the defaults.
@@ -53,19 +59,36 @@ func DefaultConfig() Config {
 	return Config{NotReadySeconds: DefaultTolerationSeconds, UnreachableSeconds: DefaultTolerationSeconds}
 }
 
-// OwnerKind is the kind of the pod's managing owner: the owner reference
-// marked controller, else the first one; "" for a bare pod.
-func OwnerKind(p *podv1.Pod) string {
-	refs := p.GetMetadata().GetOwnerReferences()
-	for _, r := range refs {
-		if r.GetController() {
-			return r.GetKind()
-		}
+// Admit returns the pod to store for a create of p (already validated): the
+// stored form with a new UID, the creation time, an empty spec and status
+// filled in, phase Pending unless given, and the default tolerations. The
+// defaults may push the tolerations over their bound, which the returned
+// list says.
+func (c Config) Admit(p *podv1.Pod, now time.Time, lim validation.Limits) (*podv1.Pod, validation.List) {
+	s := podutil.Stored(p)
+	s.Metadata.Uid = newUID()
+	s.Metadata.CreationTimestamp = nodemodel.Timestamp(now)
+	if s.Spec == nil {
+		s.Spec = &podv1.PodSpec{}
 	}
-	if len(refs) > 0 {
-		return refs[0].GetKind()
+	if s.Status == nil {
+		s.Status = &podv1.PodStatus{}
 	}
-	return ""
+	if s.Status.Phase == "" {
+		s.Status.Phase = podutil.PhasePending
+	}
+	c.Apply(s)
+	return s, validation.Tolerations("pod.spec.tolerations", s.Spec.Tolerations, lim)
+}
+
+// newUID is a random (version 4) UUID, as Kubernetes gives every object.
+func newUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = (b[6] & 0x0f) | 0x40 // version 4
+	b[8] = (b[8] & 0x3f) | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 // Apply adds the defaults to p.Spec.Tolerations in place and reports
@@ -76,7 +99,7 @@ func (c Config) Apply(p *podv1.Pod) bool {
 		p.Spec = &podv1.PodSpec{}
 	}
 	changed := false
-	switch OwnerKind(p) {
+	switch podutil.OwnerKind(p) {
 	case KindDaemonSet:
 		for _, t := range daemonSetTolerations(p.Spec.GetHostNetwork()) {
 			changed = addOrUpdate(p.Spec, t) || changed

@@ -2,12 +2,15 @@ package admission
 
 import (
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podutil"
+	"github.com/nodepulse/nodepulse/services/validation"
 )
 
 func secs(s int64) *int64 { return &s }
@@ -74,17 +77,28 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-func TestOwnerKind(t *testing.T) {
-	p := pod("", false)
-	if OwnerKind(p) != "" {
-		t.Error("bare pod has an owner")
+// Admit fills what the API sets on a create, applies the defaults to a copy
+// (never to the request), and reports when the defaults overflow the bound.
+func TestAdmit(t *testing.T) {
+	now := time.Date(2026, 8, 1, 12, 0, 0, 0, time.UTC)
+	in := pod("ReplicaSet", false)
+	in.Metadata.ResourceVersion = "7"
+	lim := validation.DefaultLimits()
+	p, errs := DefaultConfig().Admit(in, now, lim)
+	if errs != nil {
+		t.Fatalf("Admit: %v", errs)
 	}
-	p.Metadata.OwnerReferences = []*nodev1.OwnerReference{{Kind: "Foo"}, {Kind: "DaemonSet", Controller: true}}
-	if OwnerKind(p) != "DaemonSet" {
-		t.Error("the controller reference must win")
+	if len(p.Metadata.Uid) != 36 || p.Metadata.Uid[14] != '4' || !p.Metadata.CreationTimestamp.AsTime().Equal(now) {
+		t.Errorf("uid %q, created %v", p.Metadata.Uid, p.Metadata.CreationTimestamp.AsTime())
 	}
-	p.Metadata.OwnerReferences[1].Controller = false
-	if OwnerKind(p) != "Foo" {
-		t.Error("without a controller reference the first one counts")
+	if p.Metadata.ResourceVersion != "" || p.Status.GetPhase() != podutil.PhasePending || len(p.Spec.Tolerations) != 2 {
+		t.Errorf("stored form: rv %q, phase %q, %d tolerations", p.Metadata.ResourceVersion, p.Status.GetPhase(), len(p.Spec.Tolerations))
+	}
+	if in.Metadata.Uid != "" || len(in.Spec.Tolerations) != 0 {
+		t.Error("Admit changed the request")
+	}
+	lim.MaxTolerations = 1
+	if _, errs := DefaultConfig().Admit(in, now, lim); errs == nil {
+		t.Error("defaults over the bound were accepted")
 	}
 }

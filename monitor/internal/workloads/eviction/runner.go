@@ -5,7 +5,9 @@
 //
 // The decisions are pure (Matcher.Decide, injected now); Runner applies them
 // on the leader, with every write fenced by the leader's election key and
-// conditional on the pod's ModRevision.
+// conditional on the pod's ModRevision. The same decisions put a pod's fate
+// in words for ExplainPod and ExplainNode (explain.go): the leader's
+// schedule where it has one, a prediction elsewhere.
 //
 // Failover. Schedules live in the leader's memory, as upstream. A new leader
 // rebuilds them from what it can prove, which is never earlier than what
@@ -54,8 +56,8 @@ import (
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/leadership"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
-	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podutil"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
@@ -63,10 +65,7 @@ import (
 
 // Leader is what the runner needs from the lifecycle controller.
 type Leader interface {
-	// Leadership returns the fence and a channel closed when it ends.
-	Leadership() (nodestore.Fence, <-chan struct{}, bool)
-	// LeaderChanged is closed when a leadership next starts or ends.
-	LeaderChanged() <-chan struct{}
+	leadership.Leader
 	// Paused is why judgement is paused ("" when it is not): the leader's
 	// view is stale, so nothing is deleted until it is fresh again.
 	Paused() string
@@ -93,6 +92,9 @@ type Config struct {
 	PausedRetry time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Election is the election the lifecycle controller campaigns in: a
+	// follower's explanations name its leader ("" leaves it unnamed).
+	Election string
 }
 
 // DefaultConfig returns upstream's retry policy and a 30s resync.
@@ -146,26 +148,12 @@ func New(cfg Config, store nodestore.Store, c *cache.Cache, leader Leader, lg *z
 var errLost = errors.New("leadership lost")
 
 // Run follows the controller's leadership until ctx ends: while this
-// replica leads, it evicts.
+// replica leads, it evicts. A fenced write ends lead early (errLost); the
+// controller steps down too, and Follow waits for that before looking again.
 func (r *Runner) Run(ctx context.Context) error {
-	for ctx.Err() == nil {
-		changed := r.leader.LeaderChanged()
-		if fence, done, ok := r.leader.Leadership(); ok {
-			err := r.lead(ctx, fence, done)
-			if errors.Is(err, errLost) {
-				// Fenced: the controller steps down too; wait for it.
-				select {
-				case <-ctx.Done():
-				case <-done:
-				}
-			}
-			continue
-		}
-		select {
-		case <-ctx.Done():
-		case <-changed:
-		}
-	}
+	leadership.Follow(ctx, r.leader, func(ctx context.Context, fence nodestore.Fence, done <-chan struct{}) {
+		_ = r.lead(ctx, fence, done)
+	})
 	return nil
 }
 
@@ -456,7 +444,7 @@ func (r *Runner) evict(ctx context.Context, key string, s Scheduled) error {
 	}
 	zone := "unknown"
 	if n, ok := r.cache.Node(s.Node); ok {
-		zone = lifecycle.ZoneName(lifecycle.ZoneKey(n.GetMetadata().GetLabels()))
+		zone = nodemodel.ZoneName(nodemodel.ZoneKey(n.GetMetadata().GetLabels()))
 	}
 	r.mu.Lock()
 	r.eventLocked(ctx, r.cfg.Now(), pe.Pod, "Normal", "Marking for deletion Pod "+key)

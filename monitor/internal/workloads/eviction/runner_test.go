@@ -3,7 +3,6 @@ package eviction
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/leadership/leadertest"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/admission"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podutil"
@@ -21,45 +21,6 @@ import (
 	"github.com/nodepulse/nodepulse/services/nodestore"
 	"github.com/nodepulse/nodepulse/services/nodestore/memstore"
 )
-
-// fakeLeader hands out a real memstore leadership, so fenced writes behave
-// as on etcd, and lets a test depose it.
-type fakeLeader struct {
-	mu     sync.Mutex
-	fence  nodestore.Fence
-	done   chan struct{}
-	ok     bool
-	ch     chan struct{}
-	paused string
-}
-
-func newFakeLeader() *fakeLeader { return &fakeLeader{ch: make(chan struct{})} }
-
-func (f *fakeLeader) Leadership() (nodestore.Fence, <-chan struct{}, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.fence, f.done, f.ok
-}
-
-func (f *fakeLeader) LeaderChanged() <-chan struct{} {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.ch
-}
-
-func (f *fakeLeader) Paused() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.paused
-}
-
-func (f *fakeLeader) lead(fence nodestore.Fence) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.fence, f.done, f.ok = fence, make(chan struct{}), true
-	close(f.ch)
-	f.ch = make(chan struct{})
-}
 
 type world struct {
 	t     *testing.T
@@ -179,9 +140,9 @@ func TestTimelineByOwnerKind(t *testing.T) {
 			w.addPod(p.name, "n1", p.kind)
 		}
 		w.addPod("short", "n1", "ReplicaSet", &nodev1.Toleration{Key: nodemodel.TaintUnreachable, Operator: "Exists", Effect: nodemodel.NoExecute, TolerationSeconds: secs(60)})
-		leader := newFakeLeader()
+		leader := &leadertest.Leader{}
 		_, fence := w.campaign("a")
-		leader.lead(fence)
+		leader.Lead(fence)
 		reg := prometheus.NewRegistry()
 		r := w.runner(leader, reg)
 		synctest.Wait()
@@ -258,9 +219,9 @@ func TestDisruptionTargetBeforeDelete(t *testing.T) {
 		w := newWorld(t, ctx)
 		w.addNode("n1")
 		w.addPod("web", "n1", "ReplicaSet")
-		leader := newFakeLeader()
+		leader := &leadertest.Leader{}
 		_, fence := w.campaign("a")
-		leader.lead(fence)
+		leader.Lead(fence)
 		w.runner(leader, nil)
 		synctest.Wait()
 		_, from := w.cache.Pods()
@@ -295,9 +256,9 @@ func TestTaintRemovedCancels(t *testing.T) {
 		w.addNode("n1")
 		w.addPod("web-rs", "n1", "ReplicaSet")
 		w.addPod("db-sts", "n1", "StatefulSet")
-		leader := newFakeLeader()
+		leader := &leadertest.Leader{}
 		_, fence := w.campaign("a")
-		leader.lead(fence)
+		leader.Lead(fence)
 		reg := prometheus.NewRegistry()
 		r := w.runner(leader, reg)
 		synctest.Wait()
@@ -329,9 +290,9 @@ func TestFailoverNeverEarlyNeverTwice(t *testing.T) {
 		w := newWorld(t, ctx)
 		w.addNode("n1")
 		w.addPod("web", "n1", "ReplicaSet")
-		la, lb := newFakeLeader(), newFakeLeader()
+		la, lb := &leadertest.Leader{}, &leadertest.Leader{}
 		sa, fa := w.campaign("a")
-		la.lead(fa)
+		la.Lead(fa)
 		ra := w.runner(la, nil)
 		rb := w.runner(lb, nil)
 		synctest.Wait()
@@ -344,7 +305,7 @@ func TestFailoverNeverEarlyNeverTwice(t *testing.T) {
 		_ = sa.Close() // A's election key goes: its fence no longer holds
 		w.at(110 * time.Second)
 		_, fb := w.campaign("b")
-		lb.lead(fb)
+		lb.Lead(fb)
 		synctest.Wait()
 		if s, ok := rb.Lookup("default", "web"); !ok || !s.FireAt.Equal(w.start.Add(410*time.Second)) {
 			t.Fatalf("B's schedule = %+v %v, want from B's own processing at 110s", s, ok)
@@ -389,9 +350,9 @@ func TestFailoverFinishesStartedDeletion(t *testing.T) {
 			t.Fatal(err)
 		}
 		w.at(310 * time.Second)
-		lb := newFakeLeader()
+		lb := &leadertest.Leader{}
 		_, fb := w.campaign("b")
-		lb.lead(fb)
+		lb.Lead(fb)
 		w.runner(lb, nil)
 		w.at(310*time.Second + time.Millisecond)
 		w.expect("right after B took over", map[string]bool{"web": false})
@@ -409,21 +370,17 @@ func TestPausedDefersFiring(t *testing.T) {
 		w := newWorld(t, ctx)
 		w.addNode("n1")
 		w.addPod("web", "n1", "ReplicaSet", &nodev1.Toleration{Key: nodemodel.TaintUnreachable, Operator: "Exists", Effect: nodemodel.NoExecute, TolerationSeconds: secs(60)})
-		leader := newFakeLeader()
+		leader := &leadertest.Leader{}
 		_, fence := w.campaign("a")
-		leader.lead(fence)
+		leader.Lead(fence)
 		w.runner(leader, nil)
 		synctest.Wait()
 		w.setTaints("n1", unreachableTaint())
 		w.at(30 * time.Second)
-		leader.mu.Lock()
-		leader.paused = "etcd watch silent"
-		leader.mu.Unlock()
+		leader.SetPaused("etcd watch silent")
 		w.at(120 * time.Second)
 		w.expect("paused", map[string]bool{"web": true})
-		leader.mu.Lock()
-		leader.paused = ""
-		leader.mu.Unlock()
+		leader.SetPaused("")
 		w.at(122 * time.Second)
 		w.expect("resumed", map[string]bool{"web": false})
 		cancel()

@@ -1,7 +1,9 @@
-// Package podutil holds the small pod helpers the monitor's writers share
-// (the PodService API, the lifecycle controller marking pods not ready, the
-// evictor): the condition update rule of Kubernetes and the stored form of a
-// pod, so all of them write pods the same way.
+// Package podutil owns the pod model the monitor's writers share (the
+// PodService API, admission, the lifecycle controller marking pods not
+// ready, the evictor): the condition types, phases and the condition update
+// rule of Kubernetes, the stored form of a pod, its owner kind, and the
+// validation of pods coming in through the API, so all of them read and
+// write pods the same way.
 package podutil
 
 import (
@@ -69,4 +71,19 @@ func Stored(p *podv1.Pod) *podv1.Pod {
 		s.Metadata.ResourceVersion = ""
 	}
 	return s
+}
+
+// OwnerKind is the kind of the pod's managing owner: the owner reference
+// marked controller, else the first one; "" for a bare pod.
+func OwnerKind(p *podv1.Pod) string {
+	refs := p.GetMetadata().GetOwnerReferences()
+	for _, r := range refs {
+		if r.GetController() {
+			return r.GetKind()
+		}
+	}
+	if len(refs) > 0 {
+		return refs[0].GetKind()
+	}
+	return ""
 }

@@ -1,49 +1,39 @@
-package api
+package eviction
 
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
-	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/controller"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
-	"github.com/nodepulse/nodepulse/monitor/internal/workloads/admission"
-	"github.com/nodepulse/nodepulse/monitor/internal/workloads/eviction"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podutil"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 
-func formatRev(rev int64) string { return strconv.FormatInt(rev, 10) }
-
-// ExplainPod implements PodService.
-func (s *PodServer) ExplainPod(ctx context.Context, req *podv1.ExplainPodRequest) (*podv1.ExplainPodResponse, error) {
-	pe, err := s.pod(req.GetNamespace(), req.GetName())
-	if err != nil {
-		return nil, err
-	}
-	var node *nodev1.Node
-	if nn := pe.Pod.GetSpec().GetNodeName(); nn != "" {
-		node, _ = s.cache.Node(nn)
-	}
-	leading := s.evictor != nil && s.evictor.Leading()
-	var sched *eviction.Scheduled
+// ExplainPod puts p's fate in words on this replica: from its schedule when
+// this replica leads, otherwise a prediction that names the leader, which
+// holds the exact time (spec §7: the wait counts from when the leader's
+// evictor processed the taint, which only the leader knows).
+func (r *Runner) ExplainPod(ctx context.Context, now time.Time, p *podv1.Pod, node *nodev1.Node) (string, []string, time.Time) {
+	leading := r.Leading()
+	var sched *Scheduled
 	if leading {
-		if sc, ok := s.evictor.Lookup(req.GetNamespace(), req.GetName()); ok {
+		if sc, ok := r.Lookup(p.GetMetadata().GetNamespace(), p.GetMetadata().GetName()); ok {
 			sched = &sc
 		}
 	}
 	leader := ""
-	if !leading {
-		leader, _ = s.store.Leader(ctx, controller.ElectionName)
+	if !leading && r.cfg.Election != "" {
+		leader, _ = r.store.Leader(ctx, r.cfg.Election)
 	}
-	summary, details, at := ExplainPod(s.now(), pe.Pod, node, sched, leading, leader)
-	return &podv1.ExplainPodResponse{Summary: summary, Details: details, DeletionTime: nodemodel.Timestamp(at), Pod: pe.Pod}, nil
+	return ExplainPod(now, p, node, sched, leading, leader)
 }
+
+func clock(t time.Time) string { return t.Local().Format("15:04:05") }
 
 // shortTaint names a well-known taint by its last part ("unreachable").
 func shortTaint(t *nodev1.Taint) string {
@@ -64,11 +54,11 @@ func since(t *nodev1.Taint) string {
 // deletes it, and why. sched is the leader's schedule (nil when none or
 // when this replica does not lead); the returned time is the deletion time
 // when one is known or predicted.
-func ExplainPod(now time.Time, p *podv1.Pod, node *nodev1.Node, sched *eviction.Scheduled, leading bool, leader string) (string, []string, time.Time) {
+func ExplainPod(now time.Time, p *podv1.Pod, node *nodev1.Node, sched *Scheduled, leading bool, leader string) (string, []string, time.Time) {
 	md := p.GetMetadata()
 	name := md.GetName()
 	nn := p.GetSpec().GetNodeName()
-	kind := admission.OwnerKind(p)
+	kind := podutil.OwnerKind(p)
 	var d []string
 	d = append(d, fmt.Sprintf("pod %s/%s, owner %s, phase %s", md.GetNamespace(), name, orBare(kind), orDash(p.GetStatus().GetPhase())))
 	for _, c := range p.GetStatus().GetConditions() {
@@ -99,11 +89,11 @@ func ExplainPod(now time.Time, p *podv1.Pod, node *nodev1.Node, sched *eviction.
 	if r := nodemodel.FindCondition(node.GetStatus().GetConditions(), nodemodel.Ready); r != nil {
 		d = append(d, fmt.Sprintf("node %s Ready=%s since %s", nn, r.GetStatus(), clock(r.GetLastTransitionTime().AsTime())))
 	}
-	taints := eviction.NoExecuteTaints(node.GetSpec().GetTaints())
+	taints := NoExecuteTaints(node.GetSpec().GetTaints())
 	for _, t := range taints {
 		d = append(d, "node taint "+taintString(t)+since(t))
 	}
-	m := eviction.Matcher{}
+	m := Matcher{}
 	if sched != nil {
 		t := sched.Taint
 		d = append(d, fmt.Sprintf("the wait counts from %s, when this leader's evictor processed the taint; changing tolerationSeconds does not move it; it is cancelled if the taint goes or the pod comes to tolerate it for ever", clock(sched.Created)))
@@ -116,9 +106,9 @@ func ExplainPod(now time.Time, p *podv1.Pod, node *nodev1.Node, sched *eviction.
 		// What would happen if the node were lost.
 		hyp := m.Decide(now, md.GetUid(), nn, []*nodev1.Taint{lifecycle.UnreachableNoExecute}, p.GetSpec().GetTolerations(), nil)
 		switch hyp.Action {
-		case eviction.Nothing:
+		case Nothing:
 			d = append(d, "if the node became unreachable, the pod would stay: it tolerates node.kubernetes.io/unreachable:NoExecute for ever")
-		case eviction.DeleteNow:
+		case DeleteNow:
 			d = append(d, "if the node became unreachable, the pod would be deleted at once: it does not tolerate node.kubernetes.io/unreachable:NoExecute")
 		default:
 			d = append(d, fmt.Sprintf("if the node became unreachable, the pod would be deleted %d s after the evictor processes the unreachable:NoExecute taint", hyp.Next.Seconds))
@@ -134,9 +124,9 @@ func ExplainPod(now time.Time, p *podv1.Pod, node *nodev1.Node, sched *eviction.
 		where = "this replica is not the leader (leader: " + leader + "), which holds the exact time"
 	}
 	switch dec.Action {
-	case eviction.Nothing:
+	case Nothing:
 		return fmt.Sprintf("pod %s on node %s tolerates every NoExecute taint of the node for ever; it is not evicted", name, nn), d, time.Time{}
-	case eviction.DeleteNow:
+	case DeleteNow:
 		d = append(d, where)
 		return fmt.Sprintf("pod %s on node %s will be deleted as soon as the evictor processes it (%s)", name, nn, dec.Why), d, now
 	}
@@ -197,35 +187,37 @@ func orDash(s string) string {
 	return s
 }
 
-// explainNodePods lists what happens to the pods of a node, for
-// ExplainNode: pending deletions (leader) with their times, and pods that
-// stay.
-func explainNodePods(now time.Time, node *nodev1.Node, pods []cache.PodEntry, ev *eviction.Runner) []string {
+// ExplainNodePods lists what happens to the pods of a node, for
+// ExplainNode: the pending deletions of this replica when it leads, with
+// their times, and a prediction for the others.
+func (r *Runner) ExplainNodePods(now time.Time, node *nodev1.Node, pods []*podv1.Pod) []string {
+	return explainNodePods(now, node, pods, r.Leading(), r.OnNode(node.GetMetadata().GetName()))
+}
+
+// explainNodePods is ExplainNodePods on what the runner knows: whether it
+// leads and its schedules for the node's pods.
+func explainNodePods(now time.Time, node *nodev1.Node, pods []*podv1.Pod, leading bool, schedules []PodSchedule) []string {
 	if len(pods) == 0 {
 		return nil
 	}
 	name := node.GetMetadata().GetName()
-	taints := eviction.NoExecuteTaints(node.GetSpec().GetTaints())
+	taints := NoExecuteTaints(node.GetSpec().GetTaints())
 	if len(taints) == 0 {
 		return []string{fmt.Sprintf("%d pod(s) on the node; none is threatened (no NoExecute taint)", len(pods))}
 	}
 	var d []string
-	leading := ev != nil && ev.Leading()
-	scheduled := map[string]eviction.PodSchedule{}
-	if leading {
-		for _, ps := range ev.OnNode(name) {
-			scheduled[cache.PodKey(ps.Namespace, ps.Name)] = ps
-		}
+	scheduled := map[string]PodSchedule{}
+	for _, ps := range schedules {
+		scheduled[cache.PodKey(ps.Namespace, ps.Name)] = ps
 	}
-	for _, pe := range pods {
-		md := pe.Pod.GetMetadata()
+	for _, p := range pods {
+		md := p.GetMetadata()
 		key := cache.PodKey(md.GetNamespace(), md.GetName())
 		if ps, ok := scheduled[key]; ok {
 			d = append(d, fmt.Sprintf("pod %s will be deleted at %s (%s)", key, clock(ps.FireAt), why(ps.Taint, ps.Seconds)))
 			continue
 		}
-		var sched *eviction.Scheduled
-		summary, _, _ := ExplainPod(now, pe.Pod, node, sched, leading, "the leader")
+		summary, _, _ := ExplainPod(now, p, node, nil, leading, "the leader")
 		d = append(d, strings.Replace(summary, "pod "+md.GetName()+" on node "+name, "pod "+key, 1))
 	}
 	return d

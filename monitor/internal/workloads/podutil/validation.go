@@ -1,4 +1,4 @@
-package api
+package podutil
 
 import (
 	"fmt"
@@ -9,7 +9,6 @@ import (
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
-	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podutil"
 	"github.com/nodepulse/nodepulse/services/validation"
 )
 
@@ -24,8 +23,8 @@ func ferr(field, format string, args ...any) *validation.FieldError {
 	return &validation.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
-// checkNamespace: a DNS label (RFC 1123), as Kubernetes namespaces.
-func checkNamespace(field, ns string) *validation.FieldError {
+// ValidateNamespace: a DNS label (RFC 1123), as Kubernetes namespaces.
+func ValidateNamespace(field, ns string) *validation.FieldError {
 	if fe := validation.DNSSubdomain(field, ns); fe != nil {
 		return fe
 	}
@@ -35,20 +34,17 @@ func checkNamespace(field, ns string) *validation.FieldError {
 	return nil
 }
 
-// checkPodName validates the namespace and name of a request.
-func checkPodName(ns, name string) error {
-	if fe := checkNamespace("namespace", ns); fe != nil {
-		return validation.Status(fe)
+// ValidateRef checks the namespace and name a request names a pod by.
+func ValidateRef(ns, name string) *validation.FieldError {
+	if fe := ValidateNamespace("namespace", ns); fe != nil {
+		return fe
 	}
-	if fe := validation.DNSSubdomain("name", name); fe != nil {
-		return validation.Status(fe)
-	}
-	return nil
+	return validation.DNSSubdomain("name", name)
 }
 
-// validatePod checks a pod to create, with field paths under prefix
+// Validate checks a pod to create, with field paths under prefix
 // ("pod."), in the JSON names of the API.
-func validatePod(prefix string, p *podv1.Pod, now time.Time, lim validation.Limits) validation.List {
+func Validate(prefix string, p *podv1.Pod, now time.Time, lim validation.Limits) validation.List {
 	var l validation.List
 	add := func(fe *validation.FieldError) {
 		if fe != nil {
@@ -59,7 +55,7 @@ func validatePod(prefix string, p *podv1.Pod, now time.Time, lim validation.Limi
 	if md == nil {
 		return validation.List{ferr(prefix+"metadata", "must be set (namespace and name)")}
 	}
-	add(checkNamespace(prefix+"metadata.namespace", md.GetNamespace()))
+	add(ValidateNamespace(prefix+"metadata.namespace", md.GetNamespace()))
 	add(validation.DNSSubdomain(prefix+"metadata.name", md.GetName()))
 	l = append(l, validation.Labels(prefix+"metadata.labels", md.GetLabels(), lim.MaxLabels)...)
 	size := 0
@@ -99,17 +95,17 @@ func validatePod(prefix string, p *podv1.Pod, now time.Time, lim validation.Limi
 		add(validation.NodeName(prefix+"spec.nodeName", nn))
 	}
 	l = append(l, validation.Tolerations(prefix+"spec.tolerations", p.GetSpec().GetTolerations(), lim)...)
-	l = append(l, validatePodStatus(prefix+"status", p.GetStatus(), now, lim)...)
+	l = append(l, ValidateStatus(prefix+"status", p.GetStatus(), now, lim)...)
 	return l
 }
 
-// validatePodStatus checks a pod status: phase, and conditions with the
+// ValidateStatus checks a pod status: phase, and conditions with the
 // node-condition rules (type, status, bounded reason and message, times not
 // in the future), unique by type.
-func validatePodStatus(field string, st *podv1.PodStatus, now time.Time, lim validation.Limits) validation.List {
+func ValidateStatus(field string, st *podv1.PodStatus, now time.Time, lim validation.Limits) validation.List {
 	var l validation.List
-	if ph := st.GetPhase(); ph != "" && !slices.Contains(podutil.Phases, ph) {
-		l = append(l, ferr(field+".phase", "%q is not one of %s", ph, strings.Join(podutil.Phases, ", ")))
+	if ph := st.GetPhase(); ph != "" && !slices.Contains(Phases, ph) {
+		l = append(l, ferr(field+".phase", "%q is not one of %s", ph, strings.Join(Phases, ", ")))
 	}
 	cs := st.GetConditions()
 	if len(cs) > lim.MaxConditions {
