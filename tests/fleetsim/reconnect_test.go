@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright The nodepulse Authors
 
-package simulate
+package fleetsim
 
 import (
 	"math"
@@ -15,7 +15,7 @@ import (
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
-	"github.com/nodepulse/nodepulse/reporter/internal/heartbeat"
+	"github.com/nodepulse/nodepulse/reporter/stream"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 
@@ -153,12 +153,12 @@ func TestRenewalPhasesIndependentOfRegistration(t *testing.T) {
 	counts := make([]int, (to-from)/bin)
 	for i := range nodes {
 		at := time.Duration(i) * bin / nodes
-		at += leaseDelay(interval, true)
+		at += firstRenewalDelay(interval)
 		for at < to {
 			if at >= from {
 				counts[(at-from)/bin]++
 			}
-			at += leaseDelay(interval, false)
+			at += stream.Jitter(interval) // the reporter's wait, as the scheduler's after the first
 		}
 	}
 	mean, worst := 0.0, 0.0
@@ -183,7 +183,7 @@ func TestRenewalPhasesIndependentOfRegistration(t *testing.T) {
 	for i := range 200 {
 		register(sim, i, 1)
 		d := time.Duration(sim.nodes[i].leaseDue - now.UnixNano())
-		if maxD := sim.renew + time.Duration(heartbeat.JitterFactor*float64(sim.renew)); d <= 0 || d > maxD {
+		if maxD := sim.renew + time.Duration(stream.JitterFactor*float64(sim.renew)); d <= 0 || d > maxD {
 			t.Fatalf("node %d: next renewal in %s, want (0, %s]", i, d, maxD)
 		}
 		if d < sim.renew/2 {
@@ -206,7 +206,7 @@ func TestLateRenewalKeepsItsPhase(t *testing.T) {
 	register(sim, 0, 1)
 	n := &sim.nodes[0]
 	c := sim.connOf(0)
-	maxJitter := time.Duration(heartbeat.JitterFactor * float64(sim.renew))
+	maxJitter := time.Duration(stream.JitterFactor * float64(sim.renew))
 
 	due := n.leaseDue
 	*now = time.Unix(0, due).Add(sim.renew / 2) // sent half an interval late
@@ -248,7 +248,7 @@ func TestReconnectSkipsTheStatusTheControlPlaneHas(t *testing.T) {
 	var due time.Time // the node's next status as scheduled at registration
 	reg := func(gen uint32, stored *nodev1.NodeStatus) *captureStream {
 		cs := &captureStream{}
-		sim.connOf(0).handle(event{kind: evRegistered, node: 0, gen: gen, stream: cs, stored: stored})
+		sim.connOf(0).handle(event{kind: evRegistered, node: 0, gen: gen, stream: cs, ack: &collectorv1.Ack{Seq: 1, Node: &nodev1.Node{Status: stored}}})
 		due = time.Unix(0, sim.nodes[0].statusDue)
 		sim.connOf(0).handle(event{kind: evDetached, node: 0, gen: gen})
 		return cs
