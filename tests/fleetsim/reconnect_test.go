@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
@@ -281,5 +282,35 @@ func TestReconnectSkipsTheStatusTheControlPlaneHas(t *testing.T) {
 	*now = time.Unix(0, sim.nodes[0].nextReport)
 	if cs := reg(5, stale); statuses(cs) != 1 {
 		t.Fatalf("reconnect when the period of its own report is up: %d statuses sent, want 1", statuses(cs))
+	}
+}
+
+// A lease renewal the collector refused with a retry_after goes out again
+// after that delay, a status after its own; a slow-down applies to the
+// node's stream as the real reporter applies it (stream.Session).
+func TestRetriesAndSlowDownReachTheScheduler(t *testing.T) {
+	sim, now := testSim(t, 1)
+	register(sim, 0, 1)
+	n := &sim.nodes[0]
+	c := sim.connOf(0)
+	c.handle(event{kind: evRetryLease, node: 0, gen: 1, after: 3 * time.Second})
+	if want := now.Add(3 * time.Second).UnixNano(); n.leaseDue != want {
+		t.Errorf("lease due %v after a 3s retry, want %v", time.Unix(0, n.leaseDue), time.Unix(0, want))
+	}
+	c.handle(event{kind: evRetry, node: 0, gen: 1, after: 4 * time.Second})
+	if want := now.Add(4 * time.Second).UnixNano(); n.statusDue != want {
+		t.Errorf("status due %v after a 4s retry, want %v", time.Unix(0, n.statusDue), time.Unix(0, want))
+	}
+	c.handle(event{kind: evRetryLease, node: 0, gen: 9, after: time.Hour}) // an older stream's
+	if n.leaseDue > now.Add(time.Minute).UnixNano() {
+		t.Error("a retry for another stream moved the lease")
+	}
+	c.handle(event{kind: evSlowDown, node: 0, gen: 1, slow: &collectorv1.SlowDown{MinLeaseInterval: durationpb.New(time.Minute)}})
+	if got := n.sess.LeaseInterval(sim.renew); got != time.Minute {
+		t.Fatalf("lease interval after a 1m slow-down: %s", got)
+	}
+	c.lease(0, n, *now, false, 0)
+	if d := time.Duration(n.leaseDue - now.UnixNano()); d < time.Minute {
+		t.Errorf("next renewal in %s after a 1m slow-down", d)
 	}
 }
