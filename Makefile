@@ -17,7 +17,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/nodepulse/nodepulse/services/version.Version=$(VERSION)
 # Every Go module of the workspace (go test ./... does not cross go.work modules).
 MODULES := $(shell go list -m -f '{{.Dir}}')
-BINARIES := etcd collector monitor reporter nodepulse localstack bench
+BINARIES := etcd collector monitor reporter nodepulse localstack bench fleetsim simbench
 
 .PHONY: help
 help: ## show this help
@@ -42,6 +42,8 @@ build: ## build every binary into bin/ (static, CGO_ENABLED=0)
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/nodepulse ./monitor/cmd/nodepulse
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/localstack ./tests/cmd/localstack
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/bench ./tests/cmd/bench
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/fleetsim ./tests/cmd/fleetsim
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/simbench ./tests/cmd/simbench
 
 .PHONY: run
 run: build ## start etcd, collector, monitor and a reporter for this machine; Ctrl-C stops all

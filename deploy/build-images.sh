@@ -9,8 +9,7 @@
 #   IMAGE     a subset of: etcd collector monitor reporter (default: all)
 #
 # Output: bin/linux-<arch>/{etcd,collector,monitor,reporter,healthprobe} and the
-# images nodepulse/<image>:VERSION. The reporter image also runs the fleet
-# simulator (`reporter simulate ...`).
+# images nodepulse/<image>:VERSION.
 #
 # Environment: GOARCH (default: the host's), IMAGE_REPO (default: nodepulse),
 # DOCKER (default: docker).

@@ -5,6 +5,7 @@ go 1.26.0
 replace (
 	github.com/nodepulse/nodepulse/collector => ../collector
 	github.com/nodepulse/nodepulse/gen => ../gen
+	github.com/nodepulse/nodepulse/reporter => ../reporter
 	github.com/nodepulse/nodepulse/services => ../services
 )
 
@@ -12,6 +13,7 @@ require (
 	github.com/nodepulse/nodepulse/collector v0.0.0-00010101000000-000000000000
 	github.com/nodepulse/nodepulse/gen v0.0.0-00010101000000-000000000000
 	github.com/nodepulse/nodepulse/monitor v0.0.0-00010101000000-000000000000
+	github.com/nodepulse/nodepulse/reporter v0.0.0-00010101000000-000000000000
 	github.com/nodepulse/nodepulse/services v0.0.0-00010101000000-000000000000
 	go.etcd.io/etcd/client/v3 v3.6.16
 	go.etcd.io/etcd/server/v3 v3.6.16

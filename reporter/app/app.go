@@ -28,8 +28,8 @@ import (
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/reporter/internal/heartbeat"
-	"github.com/nodepulse/nodepulse/reporter/internal/probe"
-	"github.com/nodepulse/nodepulse/reporter/internal/setters"
+	"github.com/nodepulse/nodepulse/reporter/probe"
+	"github.com/nodepulse/nodepulse/reporter/setters"
 	"github.com/nodepulse/nodepulse/services/admin"
 	"github.com/nodepulse/nodepulse/services/flagenv"
 	"github.com/nodepulse/nodepulse/services/grpcclient"
@@ -44,7 +44,6 @@ const synopsis = `reporter: reports this machine's health to the nodepulse colle
 
 Usage:
   reporter [flags]            run the node reporter (one per machine)
-  reporter simulate [flags]   simulate a fleet of virtual nodes (see reporter simulate --help)
 
 It registers the node, renews its lease every --node-lease-duration-seconds/4,
 computes the node status (capacity, allocatable, pressure conditions, Ready)
@@ -275,11 +274,8 @@ func newFlagSet(cfg *Config, w io.Writer) *flag.FlagSet {
 }
 
 // Main parses args (flags and NODEPULSE_* environment) and runs the
-// reporter, or the fleet simulator for "simulate ...".
+// reporter.
 func Main(ctx context.Context, args []string) error {
-	if len(args) > 0 && args[0] == "simulate" {
-		return simulateMain(ctx, args[1:])
-	}
 	cfg := DefaultConfig()
 	fs := newFlagSet(&cfg, os.Stderr)
 	if err := flagenv.Parse(fs, EnvPrefix, synopsis, args, nil); err != nil {
@@ -289,7 +285,12 @@ func Main(ctx context.Context, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q (flags only; subcommand: simulate)", fs.Args())
+		if fs.Arg(0) == "simulate" {
+			// The fleet simulator was "reporter simulate" before it left the
+			// product for the tests module; say where it went.
+			return fmt.Errorf("unknown command %q: the reporter has no subcommands (the fleet simulator is the separate fleetsim binary)", fs.Arg(0))
+		}
+		return fmt.Errorf("unexpected arguments %q (flags only; the reporter has no subcommands)", fs.Args())
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

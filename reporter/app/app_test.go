@@ -15,8 +15,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/nodepulse/nodepulse/reporter/internal/collectortest"
-	"github.com/nodepulse/nodepulse/reporter/internal/probe"
+	"github.com/nodepulse/nodepulse/reporter/collectortest"
+	"github.com/nodepulse/nodepulse/reporter/probe"
 	"github.com/nodepulse/nodepulse/services/admin"
 	"github.com/nodepulse/nodepulse/services/identity"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
@@ -138,8 +138,6 @@ func TestMainHelpAndBadFlags(t *testing.T) {
 		{"--node-ip", "not-an-ip"},
 		{"--node-lease-duration-seconds", "0", "--collector.insecure", "--admin.listen-address="},
 		{"stray"},
-		// GC off needs a memory limit, or the simulator's heap is unbounded.
-		{"simulate", "--runtime.gc-percent=-1", "--nodes=1", "--admin.listen-address="},
 	} {
 		err := Main(t.Context(), append(args, "--log.level=error"))
 		if err == nil {
@@ -153,9 +151,22 @@ func TestUsageMentionsEnv(t *testing.T) {
 	cfg := DefaultConfig()
 	fs := newFlagSet(&cfg, &buf)
 	fs.Usage()
-	for _, want := range []string{"--node-name", "$NODEPULSE_NODE_NAME", "--collector.addresses", "--eviction-hard", "simulate"} {
+	for _, want := range []string{"--node-name", "$NODEPULSE_NODE_NAME", "--collector.addresses", "--eviction-hard"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("usage lacks %q", want)
 		}
+	}
+	// The simulator is the tests module's fleetsim, not part of the product.
+	if strings.Contains(strings.ToLower(buf.String()), "simulat") {
+		t.Errorf("usage mentions the simulator:\n%s", buf.String())
+	}
+}
+
+// TestSimulateIsUnknown: "reporter simulate" is gone and says so instead of
+// starting a reporter or failing on its flags.
+func TestSimulateIsUnknown(t *testing.T) {
+	err := Main(t.Context(), []string{"simulate", "--nodes=1", "--admin.listen-address="})
+	if err == nil || !strings.Contains(err.Error(), `unknown command "simulate"`) {
+		t.Fatalf("reporter simulate: got %v, want an unknown-command error", err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/reporter/internal/heartbeat"
-	"github.com/nodepulse/nodepulse/reporter/internal/setters"
+	"github.com/nodepulse/nodepulse/reporter/setters"
 	"github.com/nodepulse/nodepulse/services/admin"
 	"github.com/nodepulse/nodepulse/services/flagenv"
 	"github.com/nodepulse/nodepulse/services/grpcclient"

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodepulse/nodepulse/services/procutil"
+	"github.com/nodepulse/nodepulse/tests/procutil"
 )
 
 func TestPercentileAndSummary(t *testing.T) {

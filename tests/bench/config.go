@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodepulse/nodepulse/services/procutil"
+	"github.com/nodepulse/nodepulse/tests/procutil"
 )
 
 // Synopsis is the help text of the bench tool.
@@ -23,7 +23,7 @@ Usage: bench [flags]
        bench k8s-writer [flags]   (the Kubernetes-style baseline writer; started by bench itself)
 
 Starts, as separate processes on 127.0.0.1: a real etcd (bin/etcd), a collector,
-a monitor and the reporter simulator in two processes (the survivors and the
+a monitor and the fleet simulator (fleetsim) in two processes (the survivors and the
 --kill-fraction that is SIGKILLed at once). Stages:
 
   ramp       the fleet registers at --ramp-rate until every node is attached and Ready;
@@ -123,7 +123,7 @@ type Config struct {
 
 // RegisterFlags adds every flag with its default.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.BinDir, "bin-dir", "bin", "directory with the etcd, collector, monitor and reporter binaries (make build)")
+	fs.StringVar(&c.BinDir, "bin-dir", "bin", "directory with the etcd, collector, monitor and fleetsim binaries (make build)")
 	fs.StringVar(&c.OutDir, "out", "", "output directory (default .run/bench/<time>)")
 	fs.IntVar(&c.Nodes, "nodes", 100000, "virtual nodes N")
 	fs.IntVar(&c.Connections, "connections", 1000, "gRPC connections the simulators multiplex the N streams over, in total (at most 1000 on one box; -1: one connection per node, needs N < ~19,000 per process)")
@@ -247,8 +247,7 @@ func (c *Config) KillCount() int {
 // simulator never collects until it nears the limit, and each collection
 // of 90,000 virtual nodes stalls them all for 1-4 s. It allocates ~10 MB/s
 // at 100,000 nodes, ~1 KB per renewal: a status re-send built with the real
-// setters takes 8.8 KB (BenchmarkStatusResend in reporter/internal/
-// simulate), but at ~333 re-sends/s that is under a third of it; the rest
+// setters takes 8.8 KB (BenchmarkStatusResend in tests/fleetsim), but at ~333 re-sends/s that is under a third of it; the rest
 // is gRPC's per-message buffers and the acks. A quarter of a 24 GiB machine
 // brought its first collection at ~430-450 s: inside a standard run's kill
 // stage, and every ~400 s of a longer hold. Half the machine moved it past

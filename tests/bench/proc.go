@@ -9,7 +9,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/nodepulse/nodepulse/services/procutil"
+	"github.com/nodepulse/nodepulse/tests/procutil"
 )
 
 // MachineInfo describes the machine for the report.

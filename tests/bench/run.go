@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/nodepulse/nodepulse/services/admin"
-	"github.com/nodepulse/nodepulse/services/procutil"
+	"github.com/nodepulse/nodepulse/tests/procutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -93,7 +93,7 @@ func Run(ctx context.Context, cfg Config, command string, log io.Writer) (*Repor
 	if err := os.MkdirAll(r.logDir, 0o755); err != nil {
 		return nil, err
 	}
-	for _, b := range []string{"etcd", "collector", "monitor", "reporter"} {
+	for _, b := range []string{"etcd", "collector", "monitor", "fleetsim"} {
 		if _, err := os.Stat(filepath.Join(cfg.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("missing binary %s (run 'make build' first): %w", filepath.Join(cfg.BinDir, b), err)
 		}
@@ -710,7 +710,7 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	rampLive, rampKill := c.RampRate*float64(live)/float64(c.Nodes), c.RampRate*float64(kill)/float64(c.Nodes)
 	simArgs := func(n, conns int, prefix, admin string, ramp float64) []string {
-		args := []string{"simulate", "--nodes=" + fmt.Sprint(n), "--connections=" + fmt.Sprint(conns), "--name-prefix=" + prefix,
+		args := []string{"--nodes=" + fmt.Sprint(n), "--connections=" + fmt.Sprint(conns), "--name-prefix=" + prefix,
 			"--ramp-rate=" + fmt.Sprintf("%.1f", ramp), "--node-lease-duration-seconds=" + fmt.Sprint(c.LeaseSeconds),
 			"--collector.addresses=" + r.collAddr, "--collector.insecure", "--admin.listen-address=" + admin, "--log.level=warn"}
 		if mib := c.simMemoryLimitMiB(n); mib > 0 {
@@ -720,13 +720,13 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	r.mark("ramp")
 	rampStart := r.takeSnap(ctx)
-	sim, err := r.startProcEnv("sim", bin("reporter"), c.simEnv(), simArgs(live, connLive, livePrefix, r.simAdmin, rampLive)...)
+	sim, err := r.startProcEnv("sim", bin("fleetsim"), c.simEnv(), simArgs(live, connLive, livePrefix, r.simAdmin, rampLive)...)
 	if err != nil {
 		return err
 	}
 	sims := []*procutil.Proc{sim}
 	if kill > 0 {
-		sk, err := r.startProcEnv("sim-kill", bin("reporter"), c.simEnv(), simArgs(kill, connKill, killPrefix, r.killAdm, rampKill)...)
+		sk, err := r.startProcEnv("sim-kill", bin("fleetsim"), c.simEnv(), simArgs(kill, connKill, killPrefix, r.killAdm, rampKill)...)
 		if err != nil {
 			return err
 		}

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright The nodepulse Authors
 
-// Command reporter reports one machine's health to the nodepulse collectors
-// (or, as "reporter simulate", a fleet of virtual machines).
+// Command reporter reports one machine's health to the nodepulse collectors.
 package main
 
 import (

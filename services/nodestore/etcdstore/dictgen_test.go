@@ -73,7 +73,7 @@ func TestGenerateDictionaries(t *testing.T) {
 // collector, the monitor and the reporter's setters write them, least
 // typical first: DEFLATE codes a match at a short distance (the end of the
 // dictionary) in fewer bits. Strings come from nodemodel and, copied here
-// because services cannot import them, from reporter/internal/setters and
+// because services cannot import them, from reporter/setters and
 // the monitor. Nothing specific to the simulator (its instance types, OS
 // image or labels) is in them, so benchmarks do not flatter the ratio.
 func typicalDictionaries() map[nodestore.Kind]string {

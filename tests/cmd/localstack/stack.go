@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/nodepulse/nodepulse/services/flagenv"
-	"github.com/nodepulse/nodepulse/services/procutil"
+	"github.com/nodepulse/nodepulse/tests/procutil"
 )
 
 type config struct {

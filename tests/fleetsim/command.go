@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright The nodepulse Authors
 
-package app
+package fleetsim
 
 import (
 	"context"
@@ -14,18 +14,22 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/nodepulse/nodepulse/reporter/internal/simulate"
 	"github.com/nodepulse/nodepulse/services/admin"
 	"github.com/nodepulse/nodepulse/services/flagenv"
 	"github.com/nodepulse/nodepulse/services/gctarget"
+	"github.com/nodepulse/nodepulse/services/grpcclient"
 	"github.com/nodepulse/nodepulse/services/logging"
 	"github.com/nodepulse/nodepulse/services/run"
 )
 
-const simulateSynopsis = `reporter simulate: a fleet of virtual nodes in one process.
+// EnvPrefix: every flag can also be set as NODEPULSE_SIM_<FLAG>, as when
+// the simulator was "reporter simulate".
+const EnvPrefix = "NODEPULSE_SIM"
+
+const synopsis = `fleetsim: a fleet of virtual nodes in one process.
 
 Usage:
-  reporter simulate --nodes 10000 --collector.addresses host:9090 --collector.insecure
+  fleetsim --nodes 10000 --collector.addresses host:9090 --collector.insecure
 
 Each virtual node registers on its own Report stream (multiplexed over
 --connections gRPC connections), renews its lease every
@@ -50,9 +54,9 @@ and POST /debug/gc: one garbage collection now, answered with the heap before an
 after and how long it took (the benchmark asks for one after its ramp):
   curl -X POST localhost:9192/debug/gc`
 
-// SimulateConfig configures "reporter simulate".
-type SimulateConfig struct {
-	Sim            simulate.Config
+// CommandConfig configures the fleetsim command.
+type CommandConfig struct {
+	Sim            Config
 	FaultScript    string
 	FaultFile      string
 	ControlAddress string
@@ -70,8 +74,8 @@ type SimulateConfig struct {
 }
 
 // RegisterFlags adds the simulator's flags.
-func (c *SimulateConfig) RegisterFlags(fs *flag.FlagSet) {
-	d := simulate.DefaultConfig()
+func (c *CommandConfig) RegisterFlags(fs *flag.FlagSet) {
+	d := DefaultConfig()
 	s := &c.Sim
 	fs.IntVar(&s.Nodes, "nodes", d.Nodes, "number of virtual nodes")
 	fs.IntVar(&s.Connections, "connections", 0, "gRPC connections to multiplex streams over (0: min(nodes/100, 1000))")
@@ -88,18 +92,30 @@ func (c *SimulateConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.GCPercent, "runtime.gc-percent", 400, "Go GC target percentage of the simulator when the GOGC environment variable is not set (0: Go's default, 100). A load generator's garbage collections delay its own sends and the reading of acks: at 100,000 virtual nodes each cycle at a target of 100 stalled them for 1-4 s every 35-70 s, which a benchmark then reports as the collector's latency and as a burst in the offered load; 400 collects about a quarter as often, for ~4x the heap. Negative: off, collect only near --runtime.memory-limit-mib (which it then requires); Go's collection forced every two minutes is skipped too, so a benchmark's load generator stops stalling the load it offers")
 	fs.Int64Var(&c.MemoryLimitMiB, "runtime.memory-limit-mib", 0, "soft memory limit of the simulator process in MiB when the GOMEMLIMIT environment variable is not set (0: none); with --runtime.gc-percent=-1 the process collects only when it gets near it")
 	fs.StringVar(&c.ControlAddress, "control.listen-address", "", "HTTP address of the control API (POST /faults, GET /stats); empty disables it")
-	s.Collector = DefaultConfig().Collector
+	s.Collector = defaultCollector()
 	s.Collector.RegisterFlags(fs, "collector", s.Collector.Addresses, "collector addresses")
 	c.Admin.RegisterFlags(fs, fmt.Sprintf(":%d", admin.ReporterAdmin))
 	c.Log.RegisterFlags(fs)
 }
 
-// simulateMain is "reporter simulate ...".
-func simulateMain(ctx context.Context, args []string) error {
-	var cfg SimulateConfig
-	fs := flag.NewFlagSet("reporter simulate", flag.ContinueOnError)
+// defaultCollector: how a reporter reaches its collectors by default
+// (reporter/app's defaults), so a simulated node connects like a real one.
+func defaultCollector() grpcclient.Config {
+	return grpcclient.Config{
+		Addresses:        "127.0.0.1:9090",
+		KeepaliveTime:    grpcclient.DefaultKeepaliveTime,
+		KeepaliveTimeout: grpcclient.DefaultKeepaliveTimeout,
+		MaxRecvMsgSize:   16 << 20,
+	}
+}
+
+// Main parses args (flags and NODEPULSE_SIM_* environment) and runs the
+// simulation until ctx is done: the whole fleetsim command.
+func Main(ctx context.Context, args []string) error {
+	var cfg CommandConfig
+	fs := flag.NewFlagSet("fleetsim", flag.ContinueOnError)
 	cfg.RegisterFlags(fs)
-	if err := flagenv.Parse(fs, EnvPrefix+"_SIM", simulateSynopsis, args, nil); err != nil {
+	if err := flagenv.Parse(fs, EnvPrefix, synopsis, args, nil); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
@@ -109,7 +125,7 @@ func simulateMain(ctx context.Context, args []string) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	cfg.Sim.LeaseDurationSeconds = int32(cfg.leaseSeconds)
-	lg, err := logging.New(cfg.Log, "reporter-simulate")
+	lg, err := logging.New(cfg.Log, "fleetsim")
 	if err != nil {
 		return err
 	}
@@ -122,7 +138,7 @@ func simulateMain(ctx context.Context, args []string) error {
 }
 
 // RunSimulation runs a simulation until ctx is done.
-func RunSimulation(ctx context.Context, cfg SimulateConfig, lg *zap.Logger) error {
+func RunSimulation(ctx context.Context, cfg CommandConfig, lg *zap.Logger) error {
 	script := cfg.FaultScript
 	if cfg.FaultFile != "" {
 		b, err := os.ReadFile(cfg.FaultFile)
@@ -131,7 +147,7 @@ func RunSimulation(ctx context.Context, cfg SimulateConfig, lg *zap.Logger) erro
 		}
 		script += "\n" + string(b)
 	}
-	faults, err := simulate.ParseScript(script)
+	faults, err := ParseScript(script)
 	if err != nil {
 		return err
 	}
@@ -142,7 +158,7 @@ func RunSimulation(ctx context.Context, cfg SimulateConfig, lg *zap.Logger) erro
 		lg.Warn("all virtual nodes present the same client certificate; a collector that checks the certificate's node name against node_name will refuse them")
 	}
 	reg := admin.NewRegistry()
-	sim, err := simulate.New(cfg.Sim, lg, simulate.NewMetrics(reg))
+	sim, err := New(cfg.Sim, lg, NewMetrics(reg))
 	if err != nil {
 		return err
 	}
@@ -157,8 +173,8 @@ func RunSimulation(ctx context.Context, cfg SimulateConfig, lg *zap.Logger) erro
 		// the same renewals binned by arrival at the collector.
 		ad.Handle("GET /debug/sendbins", sim.SendBinsHandler())
 		// A garbage collection on request, outside measured load (see
-		// simulate.CollectHandler).
-		ad.Handle("/debug/gc", simulate.CollectHandler())
+		// CollectHandler).
+		ad.Handle("/debug/gc", CollectHandler())
 		g.Add("admin", run.Func(ad.Run))
 	}
 	if cfg.ControlAddress != "" {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
-	"github.com/nodepulse/nodepulse/reporter/internal/probe"
+	"github.com/nodepulse/nodepulse/reporter/probe"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/quantity"
 )

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright The nodepulse Authors
 
-package simulate
+package fleetsim
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc"
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
-	"github.com/nodepulse/nodepulse/reporter/internal/collectortest"
+	"github.com/nodepulse/nodepulse/reporter/collectortest"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 

@@ -8,6 +8,10 @@
 // a mock: it keeps node state (uid, last status) like the real collector
 // would, so the reporter under test sees honest Register acks. It stores
 // nothing in etcd and never refuses anything unless a test sets Refuse.
+//
+// Like net/http/httptest it is an exported package of a test helper, not
+// product code (no binary imports it): the reporter's own tests use it, and
+// so do the tests module's fleet simulator and simbench.
 package collectortest
 
 import (

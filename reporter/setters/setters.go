@@ -12,6 +12,10 @@
 // except that Ready is always last; a condition whose status did not change
 // keeps its transition time, reason and message; lastHeartbeatTime is now on
 // every condition the reporter owns.
+//
+// The package is exported (not internal) only so that the tests module's
+// fleet simulator builds its virtual nodes' statuses with these very rules;
+// nothing outside the reporter is meant to depend on it.
 package setters
 
 import (
@@ -26,7 +30,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
-	"github.com/nodepulse/nodepulse/reporter/internal/probe"
+	"github.com/nodepulse/nodepulse/reporter/probe"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/quantity"
 )

@@ -11,6 +11,10 @@
 // its fields zero, because a node with an unreadable DMI table must still
 // report that it is alive (the Ready setter turns missing capacity into a
 // NotReady reason instead).
+//
+// The package is exported (not internal) only for the tests module's fleet
+// simulator, which fills a Snapshot by hand for the setters instead of
+// probing a host.
 package probe
 
 import (

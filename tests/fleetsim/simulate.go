@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright The nodepulse Authors
 
-// Package simulate runs a fleet of virtual nodes in one process, each with
+// Package fleetsim runs a fleet of virtual nodes in one process, each with
 // its own Report stream, to load-test collectors and monitors with the exact
-// protocol real reporters speak.
+// protocol real reporters speak: every protocol rule (messages, acks,
+// commands, renewal phases, retry and reconnect delays) is the reporter's
+// own package stream, which this package only schedules. It is the load
+// generator of the benchmarks (bin/fleetsim, simbench), not part of the
+// product.
 //
 // Scale design (goal: 100,000 nodes on ≤1 core): streams are multiplexed
 // over a few gRPC connections (the process is capped at ~20k file
@@ -14,11 +18,12 @@
 // commands. Per-node state is a small struct in one slice; statuses are
 // rebuilt from it with the real setters when needed instead of being kept.
 //
-// Ownership: node.stream, seq, due times and status bookkeeping belong to
-// the node's scheduler; flags and the lease-ack fields are atomics shared
-// with the node's receive goroutine and the fault engine; cancel is guarded
-// by the connection's mutex.
-package simulate
+// Ownership: node.stream, its protocol session, due times and status
+// bookkeeping belong to the node's scheduler (the receive goroutine posts
+// what it reads as events); flags and the lease-ack fields are atomics
+// shared with the node's receive goroutine and the fault engine; cancel is
+// guarded by the connection's mutex.
+package fleetsim
 
 import (
 	"context"
@@ -44,9 +49,9 @@ import (
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
-	"github.com/nodepulse/nodepulse/reporter/internal/heartbeat"
-	"github.com/nodepulse/nodepulse/reporter/internal/probe"
-	"github.com/nodepulse/nodepulse/reporter/internal/setters"
+	"github.com/nodepulse/nodepulse/reporter/probe"
+	"github.com/nodepulse/nodepulse/reporter/setters"
+	"github.com/nodepulse/nodepulse/reporter/stream"
 	"github.com/nodepulse/nodepulse/services/grpcclient"
 	"github.com/nodepulse/nodepulse/services/identity"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
@@ -104,22 +109,15 @@ type vnode struct {
 	flags       atomic.Uint32
 	leaseSeq    atomic.Uint64
 	leaseSentAt atomic.Int64
-	minLeaseMs  atomic.Uint32
 
 	// Scheduler-owned.
-	stream    grpc.BidiStreamingClient[collectorv1.ReportRequest, collectorv1.ReportResponse]
+	stream grpc.BidiStreamingClient[collectorv1.ReportRequest, collectorv1.ReportResponse]
+	// sess is the stream's protocol state (sequence numbers, renewal
+	// phase, slow-down, empty renewals), the real reporter's.
+	sess      stream.Session
 	gen       uint32
-	seq       uint64
 	leaseDue  int64
 	statusDue int64
-	// phase: the collector's renewal phase (Ack.renew_phase), when
-	// hasPhase; renewals then follow it as the real reporter's do.
-	phase    float64
-	hasPhase bool
-	// emptyOK: the collector takes empty renewals (Ack.empty_renewals);
-	// leased: a LeaseRenewal went out on this stream, so the next renewal
-	// may be empty, as the real reporter's are.
-	emptyOK, leased bool
 	// Condition state, as a real reporter keeps it in memory: it survives
 	// reconnects (so the status sent after a re-registration equals the
 	// stored one except for heartbeat times, and costs the collector no
@@ -132,7 +130,7 @@ type vnode struct {
 	sentStatus bool // conditions exist (a status was built since boot)
 	// nextReport: when the next unchanged status report is due; unlike
 	// statusDue it survives reconnects, as the real reporter's schedule
-	// (heartbeat.Client). Meaningful while sentStatus.
+	// (stream.ResumeReports). Meaningful while sentStatus.
 	nextReport int64
 
 	// Guarded by conn.mu.
@@ -219,8 +217,8 @@ func inboxDepth(nodes, conns int) int {
 	return 2*perConn + 64
 }
 
-// registerTimeout is the real reporter's (heartbeat.DefaultConfig).
-var registerTimeout = heartbeat.DefaultConfig().RegisterTimeout
+// registerTimeout is the real reporter's; a variable for tests.
+var registerTimeout = stream.RegisterTimeout
 
 // connectParams: reconnect a lost connection within ~1 s of the collector
 // listening again. grpc-go's default connection backoff (1 s × 1.6 per
@@ -355,14 +353,14 @@ func (s *Simulator) runNode(i int) {
 			s.startNode(i)
 		}
 	}()
-	backoff := heartbeat.BackoffInitial
+	backoff := stream.NewBackoff(stream.BackoffInitial, stream.BackoffMax)
 	for {
 		if n.flags.Load()&flagStopped != 0 || s.streamCtx.Err() != nil {
 			return
 		}
 		registered, reconnectNow, err := s.session(i, n, c)
 		if registered {
-			backoff = heartbeat.BackoffInitial
+			backoff.Registered()
 		}
 		if n.flags.Load()&flagStopped != 0 || s.streamCtx.Err() != nil || s.stopping.Load() {
 			return
@@ -377,9 +375,8 @@ func (s *Simulator) runNode(i int) {
 		select {
 		case <-s.streamCtx.Done():
 			return
-		case <-time.After(heartbeat.ReconnectWait(backoff, err)):
+		case <-time.After(backoff.Next(err)):
 		}
-		backoff = min(2*backoff, heartbeat.BackoffMax)
 	}
 }
 
@@ -398,12 +395,12 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 	// stream fail fast while its connection is still handshaking, and spend
 	// seconds in backoff instead of registering.
 	// Named in the metadata as real reporters do (identity.NodeMetadata).
-	stream, err := c.client.Report(metadata.AppendToOutgoingContext(ctx, identity.NodeMetadata, s.Name(i)), grpc.WaitForReady(true))
+	rs, err := c.client.Report(metadata.AppendToOutgoingContext(ctx, identity.NodeMetadata, s.Name(i)), grpc.WaitForReady(true))
 	if err != nil {
 		return false, false, err
 	}
 	start := time.Now()
-	if err := stream.Send(&collectorv1.ReportRequest{Seq: 1, Message: &collectorv1.ReportRequest_Register{Register: s.register(i)}}); err != nil {
+	if err := rs.Send(stream.RegisterRequest(s.register(i))); err != nil {
 		return false, false, err
 	}
 	// As a real reporter, give up on a Register unanswered for the
@@ -411,23 +408,24 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 	// here and the collector would otherwise keep the node silent for
 	// good.
 	timeout := time.AfterFunc(registerTimeout, cancel)
-	resp, err := stream.Recv()
-	for err == nil {
-		q := resp.GetCommand().GetRegisterQueued()
-		if q == nil {
-			break
+	var reply stream.RegisterReply
+	for reply.Ack == nil {
+		resp, err := rs.Recv()
+		if err != nil {
+			// An overloaded collector says how long to stay away
+			// (RetryInfo): runNode's backoff waits the longer of that and
+			// itself, as a real reporter does, not their sum.
+			timeout.Stop()
+			return false, false, err
 		}
-		// Queued: wait as the real reporter does (heartbeat.QueuedWait).
-		timeout.Reset(heartbeat.QueuedWait(q.GetWithin().AsDuration(), registerTimeout))
-		s.m.queued.Inc()
-		resp, err = stream.Recv()
+		if reply = stream.ReadRegisterReply(resp, registerTimeout); reply.Queued {
+			timeout.Reset(reply.Wait)
+			s.m.queued.Inc()
+		}
 	}
 	timeout.Stop()
-	if err != nil || resp.GetAck().GetSeq() != 1 || resp.GetAck().GetError() != nil {
-		// An overloaded collector says how long to stay away (RetryInfo):
-		// runNode waits the longer of that and its backoff, as a real
-		// reporter does (heartbeat.ReconnectWait), not their sum.
-		return false, false, err
+	if reply.Err != nil {
+		return false, false, nil // refused by a working collector: not a broken stream
 	}
 	s.m.registrations.Inc()
 	s.m.registerLatency.Observe(time.Since(start).Seconds())
@@ -435,12 +433,7 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 	gen := n.myGen
 	setFlag(&n.flags, flagConnected, true)
 	s.m.connected.Add(1)
-	ev := event{kind: evRegistered, node: int32(i), gen: gen, stream: stream, stored: resp.GetAck().GetNode().GetStatus()}
-	if p := resp.GetAck().RenewPhase; p != nil && *p >= 0 && *p < 1 {
-		ev.phase, ev.hasPhase = *p, true
-	}
-	ev.emptyOK = resp.GetAck().GetEmptyRenewals()
-	c.post(ev)
+	c.post(event{kind: evRegistered, node: int32(i), gen: gen, stream: rs, ack: reply.Ack})
 	defer func() {
 		setFlag(&n.flags, flagConnected, false)
 		s.m.connected.Add(-1)
@@ -450,7 +443,7 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 	// the next receive.
 	rb := new(respBuf)
 	for {
-		if err := stream.RecvMsg(rb); err != nil {
+		if err := rs.RecvMsg(rb); err != nil {
 			if s.streamCtx.Err() == nil && n.flags.Load()&flagStopped == 0 {
 				c.noteBroken(s.Name(i), err)
 			}
@@ -465,21 +458,27 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 			if a.GetError() != nil {
 				s.m.ackErrors.Inc()
 			}
-			if ra := a.GetRetryAfter(); ra != nil {
-				// Jittered as a reporter does: refusals of a busy second
-				// must not all come back in the same second.
-				c.post(event{kind: evRetry, node: int32(i), gen: gen, after: heartbeat.RetryJitter(max(ra.AsDuration(), 0))})
+			if d, ok := stream.RetryAfter(a); ok {
+				// The refused message again after d: a renewal if it was
+				// the last renewal, else the status.
+				kind := uint8(evRetry)
+				if a.GetSeq() == n.leaseSeq.Load() {
+					kind = evRetryLease
+				}
+				c.post(event{kind: kind, node: int32(i), gen: gen, after: d})
 			}
 		case *collectorv1.ReportResponse_Command:
-			switch x := m.Command.GetCommand().(type) {
-			case *collectorv1.Command_ReportStatus:
+			// The command was decoded anew (ackwire.go), so the scheduler
+			// may keep what it points to.
+			switch cmd := stream.ReadCommand(m.Command); cmd.Kind {
+			case stream.CmdReportStatus:
 				c.post(event{kind: evStatusNow, node: int32(i), gen: gen})
-			case *collectorv1.Command_SlowDown:
-				n.minLeaseMs.Store(uint32(min(x.SlowDown.GetMinLeaseInterval().AsDuration().Milliseconds(), 1<<31)))
-			case *collectorv1.Command_Reconnect:
-				if w := x.Reconnect.GetWithin().AsDuration(); w > 0 {
+			case stream.CmdSlowDown:
+				c.post(event{kind: evSlowDown, node: int32(i), gen: gen, slow: cmd.SlowDown})
+			case stream.CmdReconnect:
+				if cmd.After > 0 {
 					select {
-					case <-time.After(rand.N(w)):
+					case <-time.After(cmd.After):
 					case <-ctx.Done():
 					}
 				}
@@ -619,7 +618,9 @@ const (
 	evRegistered = iota
 	evDetached
 	evStatusNow
-	evRetry
+	evRetry      // the status again after after
+	evRetryLease // the renewal again after after
+	evSlowDown
 )
 
 type event struct {
@@ -628,11 +629,8 @@ type event struct {
 	gen    uint32
 	after  time.Duration
 	stream grpc.BidiStreamingClient[collectorv1.ReportRequest, collectorv1.ReportResponse]
-	stored *nodev1.NodeStatus // evRegistered: the status the Register ack served
-	// evRegistered: the renewal phase the Register ack assigned, if any.
-	phase    float64
-	hasPhase bool
-	emptyOK  bool // evRegistered: Ack.empty_renewals
+	ack    *collectorv1.Ack      // evRegistered: the Register's ack
+	slow   *collectorv1.SlowDown // evSlowDown
 }
 
 // item is a due action in a scheduler's heap.
@@ -694,9 +692,8 @@ type conn struct {
 	inbox  chan event
 	mu     sync.Mutex
 	heap   itemHeap
-	// leaseReq and leaseTime: the renewal request schedule reuses.
-	leaseReq  *collectorv1.ReportRequest
-	leaseTime *timestamppb.Timestamp
+	// leaseReq: the renewal request schedule reuses.
+	leaseReq *collectorv1.ReportRequest
 	// lastBroken (unix ns) rate-limits noteBroken.
 	lastBroken atomic.Int64
 }
@@ -795,9 +792,8 @@ func (c *conn) handle(e event) {
 	now := s.now()
 	switch e.kind {
 	case evRegistered:
-		n.stream, n.gen, n.seq = e.stream, e.gen, 1
-		n.phase, n.hasPhase = e.phase, e.hasPhase
-		n.emptyOK, n.leased = e.emptyOK, false
+		n.stream, n.gen = e.stream, e.gen
+		n.sess, _ = stream.Open(e.ack) // a bad phase is ignored, as by the reporter
 		if n.bootTime == 0 || n.flags.Load()&flagReboot != 0 {
 			setFlag(&n.flags, flagReboot, false)
 			n.sentStatus, n.memSent = false, false
@@ -808,7 +804,7 @@ func (c *conn) handle(e event) {
 		// the conditions it kept across the reconnect) unless the control
 		// plane already has it.
 		c.lease(int(e.node), n, now, true, 0)
-		if !c.storedIsCurrent(int(e.node), n, now, e.stored) {
+		if !c.storedIsCurrent(int(e.node), n, now, e.ack.GetNode().GetStatus()) {
 			c.sendStatus(int(e.node), n, now, true)
 		}
 	case evDetached:
@@ -825,43 +821,43 @@ func (c *conn) handle(e event) {
 			n.statusDue = now.Add(e.after).UnixNano()
 			c.heap.push(item{due: n.statusDue, node: e.node, kind: 1})
 		}
+	case evRetryLease:
+		if n.stream != nil && e.gen == n.gen {
+			n.leaseDue = now.Add(e.after).UnixNano()
+			c.heap.push(item{due: n.leaseDue, node: e.node, kind: 0})
+		}
+	case evSlowDown:
+		if n.stream != nil && e.gen == n.gen {
+			n.sess.SlowDown(e.slow)
+		}
 	}
 }
-
-// emptyRenewal is the empty ReportRequest that renews a lease (see
-// collector.proto): never written to, it stays empty.
-var emptyRenewal collectorv1.ReportRequest
 
 func (c *conn) send(n *vnode, req *collectorv1.ReportRequest) bool {
 	if n.flags.Load()&flagPartitioned != 0 {
 		return false
 	}
-	n.seq++
-	if req != &emptyRenewal { // its seq is implied: the previous one's plus one
-		req.Seq = n.seq
-	}
+	n.sess.Stamp(req)
 	// A failed Send means the stream broke; the receive goroutine sees it
 	// too and reconnects.
 	return n.stream.Send(req) == nil
 }
 
-// leaseDelay is the wait until the next renewal: the kubelet's interval
-// plus up to JitterFactor of it — except right after a (re)registration,
-// whose renewal went out at once. Then the wait is a random phase drawn from
-// the equilibrium distribution of that renewal process (the forward
-// recurrence time: uniform over [0, interval), then tapering linearly to 0
-// over the jitter range; density (1−F(x))/mean). A node's renewal phase is
+// firstRenewalDelay is the wait until the renewal after the one sent at a
+// (re)registration, when the collector assigned no phase (later ones wait
+// the real reporter's interval plus jitter, stream.Session.NextRenewal).
+// It is a random phase drawn from the equilibrium distribution of that
+// renewal process (the forward recurrence time: uniform over [0, interval),
+// then tapering linearly to 0 over the jitter range; density
+// (1−F(x))/mean). A node's renewal phase is
 // thus independent of when it registered, and a fleet that (re)registered
 // in a burst (a ramp, a collector restart) renews evenly over time from the
 // first interval on, instead of repeating the burst every 10 s. A real
 // fleet gets this from its machines' independent start times. (A plain
 // uniform phase over the interval would leave a dip of JitterFactor/2 of
 // the interval that drifts through every later cycle.)
-func leaseDelay(interval time.Duration, registered bool) time.Duration {
-	j := heartbeat.JitterFactor * float64(interval)
-	if !registered {
-		return interval + time.Duration(rand.Float64()*j)
-	}
+func firstRenewalDelay(interval time.Duration) time.Duration {
+	j := stream.JitterFactor * float64(interval)
 	if u := rand.Float64() * (float64(interval) + j/2); u < float64(interval) {
 		return time.Duration(u) + 1
 	}
@@ -882,34 +878,27 @@ func (c *conn) lease(i int, n *vnode, now time.Time, registered bool, due int64)
 	// goroutine is the connection's only sender, and Send has encoded the
 	// message when it returns.
 	if c.leaseReq == nil {
-		c.leaseTime = &timestamppb.Timestamp{}
-		c.leaseReq = &collectorv1.ReportRequest{Message: &collectorv1.ReportRequest_Lease{Lease: &collectorv1.LeaseRenewal{RenewTime: c.leaseTime}}}
+		c.leaseReq = &collectorv1.ReportRequest{Message: &collectorv1.ReportRequest_Lease{Lease: &collectorv1.LeaseRenewal{}}}
 	}
-	req := c.leaseReq
-	req.GetLease().LeaseDurationSeconds = s.cfg.LeaseDurationSeconds
-	c.leaseTime.Seconds, c.leaseTime.Nanos = now.Unix(), int32(now.Nanosecond())
 	n.leaseSentAt.Store(now.UnixNano())
-	if n.emptyOK && n.leased {
-		req = &emptyRenewal
-	}
-	if c.send(n, req) {
-		n.leased = true
-		n.leaseSeq.Store(n.seq)
+	if c.send(n, n.sess.Renewal(now, s.cfg.LeaseDurationSeconds, c.leaseReq)) {
+		n.sess.Renewed()
+		n.leaseSeq.Store(n.sess.Seq())
 		s.m.renewals.Inc()
 		s.sent.add(now)
 	}
-	interval := max(s.renew, time.Duration(n.minLeaseMs.Load())*time.Millisecond)
+	interval := n.sess.LeaseInterval(s.renew)
 	base := now
 	if !registered && due > 0 && now.UnixNano()-due < int64(interval) {
 		base = time.Unix(0, due)
 	}
-	if n.hasPhase && interval == s.renew {
-		// The collector's phase, as the real reporter follows it
-		// (heartbeat.UntilPhase): the nodes of one connection renew in a
-		// few groups, each group at one instant.
-		n.leaseDue = base.Add(heartbeat.UntilPhase(base, interval, n.phase)).UnixNano()
+	if registered && !n.sess.Phased(s.renew) {
+		n.leaseDue = base.Add(firstRenewalDelay(interval)).UnixNano()
 	} else {
-		n.leaseDue = base.Add(leaseDelay(interval, registered)).UnixNano()
+		// The real reporter's wait: on the collector's phase (the nodes of
+		// one connection renew in a few groups, each at one instant), or
+		// the interval plus jitter.
+		n.leaseDue = base.Add(n.sess.NextRenewal(base, s.renew)).UnixNano()
 	}
 	c.heap.push(item{due: n.leaseDue, node: int32(i), kind: 0})
 }
@@ -918,41 +907,37 @@ func (c *conn) sendStatus(i int, n *vnode, now time.Time, registered bool) {
 	s := c.sim
 	changed := registered || !n.sentStatus || n.memSent != (n.flags.Load()&flagMemPressure != 0)
 	st := s.status(i, n, now)
-	if c.send(n, &collectorv1.ReportRequest{Message: &collectorv1.ReportRequest_Status{Status: &collectorv1.StatusReport{Status: st}}}) {
+	if c.send(n, stream.StatusRequest(st)) {
 		s.m.statuses.Inc()
 	}
 	n.sentStatus = true
-	freq := s.cfg.StatusReportFrequency
-	if changed {
-		// Same ±50% jitter after a change or (re)registration as the real
-		// reporter (spec §4.3).
-		freq += time.Duration((rand.Float64() - 0.5) * float64(freq))
-	}
-	n.statusDue = now.Add(freq).UnixNano()
+	// Jittered after a change or (re)registration as the real reporter's
+	// (spec §4.3).
+	n.statusDue = now.Add(stream.ReportPeriod(s.cfg.StatusReportFrequency, changed)).UnixNano()
 	n.nextReport = n.statusDue
 	c.heap.push(item{due: n.statusDue, node: int32(i), kind: 1})
 }
 
 // storedIsCurrent reports whether stored, the status served at
 // registration, is what node i would send now, and the period of the
-// node's own last report is not up; if so, its next status is scheduled
-// when that period ends, as the real reporter does after a reconnect
-// (heartbeat's trustStored). A virtual node that has not reported since
-// its boot always reports (its conditions are new), so the stored
-// heartbeat, which a restarted real reporter falls back on, never decides
-// here.
+// node's own last report is not up (stream.ResumeReports); if so, its next
+// status is scheduled when that period ends, as the real reporter does
+// after a reconnect. A virtual node that has not reported since its boot
+// always reports (its conditions are new, so its status differs from any
+// stored one): that is decided before building a status.
 func (c *conn) storedIsCurrent(i int, n *vnode, now time.Time, stored *nodev1.NodeStatus) bool {
 	s := c.sim
 	if stored == nil || !n.sentStatus || n.memSent != (n.flags.Load()&flagMemPressure != 0) {
 		return false // first status since boot, or a pressure change to send
 	}
+	due, ok := stream.ResumeReports(time.Unix(0, n.nextReport), stored, now, s.cfg.StatusReportFrequency)
+	if !ok || !due.After(now) {
+		return false // the period is up: report now
+	}
 	if nodemodel.StatusChanged(stored, s.status(i, n, now)) {
 		return false
 	}
-	if n.nextReport <= now.UnixNano() {
-		return false // the period is up: report now
-	}
-	n.statusDue = n.nextReport
+	n.statusDue = due.UnixNano()
 	c.heap.push(item{due: n.statusDue, node: int32(i), kind: 1})
 	return true
 }
@@ -977,7 +962,7 @@ func (c *conn) leaveAll() {
 		if n.stream == nil {
 			continue
 		}
-		c.send(n, &collectorv1.ReportRequest{Message: &collectorv1.ReportRequest_Leaving{Leaving: &collectorv1.Leaving{Reason: "simulation ending"}}})
+		c.send(n, stream.LeavingRequest("simulation ending"))
 		_ = n.stream.CloseSend()
 	}
 }

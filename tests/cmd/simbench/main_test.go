@@ -17,9 +17,9 @@ import (
 )
 
 // TestMain lets the test binary stand in for simbench when run re-executes
-// itself as a child (fake-collector, reporter).
+// itself as a child (fake-collector, fleetsim).
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && (os.Args[1] == "fake-collector" || os.Args[1] == "reporter") {
+	if len(os.Args) > 1 && (os.Args[1] == "fake-collector" || os.Args[1] == "fleetsim") {
 		main()
 		os.Exit(0)
 	}

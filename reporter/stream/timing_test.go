@@ -1,4 +1,4 @@
-package heartbeat
+package stream
 
 import (
 	"fmt"
@@ -50,5 +50,34 @@ func TestReconnectWaitHonoursRetryDelay(t *testing.T) {
 	}
 	if RetryDelay(nil) != 0 || RetryDelay(fmt.Errorf("plain")) != 0 {
 		t.Fatal("RetryDelay without a status must be 0")
+	}
+}
+
+// A renewal on its phase is followed by the next one an interval later;
+// the first after (re)registration by the next phase at least half an
+// interval away; phases name instants of Unix time, the same in every
+// process.
+func TestUntilPhase(t *testing.T) {
+	iv := 10 * time.Second
+	at := func(sec float64) time.Time { return time.Unix(0, int64(sec*1e9)) }
+	for _, c := range []struct {
+		now   float64
+		phase float64
+		want  time.Duration
+	}{
+		{1_700_000_003, 0.3, 10 * time.Second},            // on phase: one interval
+		{1_700_000_003.001, 0.3, 9999 * time.Millisecond}, // a timer a millisecond late: back on phase
+		{1_700_000_000, 0.3, 13 * time.Second},            // 3 s to go is under half an interval: the one after
+		{1_700_000_000, 0.6, 6 * time.Second},             // 6 s to go
+		{1_700_000_004.9, 0.0, 5100 * time.Millisecond},
+		{1_700_000_005, 0.0, 15 * time.Second}, // exactly half an interval away: the one after
+	} {
+		got := UntilPhase(at(c.now), iv, c.phase)
+		if d := got - c.want; d < -time.Microsecond || d > time.Microsecond {
+			t.Errorf("now %.3f, phase %.1f: wait %s, want %s", c.now, c.phase, got, c.want)
+		}
+		if got <= iv/2 || got > 3*iv/2 {
+			t.Errorf("now %.3f, phase %.1f: wait %s outside (interval/2, 3·interval/2]", c.now, c.phase, got)
+		}
 	}
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright The nodepulse Authors
 
-// Command simbench measures the reporter simulator ("reporter simulate")
+// Command simbench measures the fleet simulator (fleetsim, tests/fleetsim)
 // against issue #3's goals: ≥ 5,000 registrations/s, 100,000 virtual nodes
 // on ≤ 1 core. See `simbench --help` and docs/benchmarks.md.
 package main
@@ -22,31 +22,31 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nodepulse/nodepulse/reporter/app"
-	"github.com/nodepulse/nodepulse/reporter/internal/collectortest"
+	"github.com/nodepulse/nodepulse/reporter/collectortest"
 	"github.com/nodepulse/nodepulse/services/flagenv"
-	"github.com/nodepulse/nodepulse/services/procutil"
+	"github.com/nodepulse/nodepulse/tests/fleetsim"
+	"github.com/nodepulse/nodepulse/tests/procutil"
 )
 
-const synopsis = `simbench — CPU, memory and registration rate of the reporter simulator.
+const synopsis = `simbench — CPU, memory and registration rate of the fleet simulator.
 
-Usage: go run ./reporter/cmd/simbench [flags]        (from the repository root)
+Usage: go run ./tests/cmd/simbench [flags]           (from the repository root)
        simbench fake-collector --listen ADDR         (internal: the fake collector process)
-       simbench reporter simulate [flags]            (internal: "reporter simulate", same code as cmd/reporter)
+       simbench fleetsim [flags]                     (internal: fleetsim, same code as tests/cmd/fleetsim)
 
-Measures "reporter simulate" alone, against issue #3's goals for it: the
+Measures fleetsim alone, against issue #3's goals for it: the
 simulator registers ≥ 5,000 virtual nodes per second and holds 100,000 nodes
 on ≤ 1 core. It starts two processes on 127.0.0.1:
 
   fake collector  this binary re-executed as "simbench fake-collector": the
-                  reporter tests' fake collector (reporter/internal/collectortest),
+                  reporter tests' fake collector (reporter/collectortest),
                   a real gRPC server speaking the Report protocol that acks
                   everything and stores nothing, on --base-port
-  simulator       "reporter simulate --nodes N --connections C --ramp-rate 0"
+  simulator       "fleetsim --nodes N --connections C --ramp-rate 0"
                   (every node starts at once), admin/metrics on --base-port + 1;
-                  by default this binary re-executed as "simbench reporter", which
-                  runs reporter/app.Main exactly as cmd/reporter does, so no build
-                  step is needed; --reporter-bin bin/reporter measures a release
+                  by default this binary re-executed as "simbench fleetsim", which
+                  runs fleetsim.Main exactly as tests/cmd/fleetsim does, so no build
+                  step is needed; --fleetsim-bin bin/fleetsim measures a release
                   build (make build) instead
 
 The collector is faked so that the figures are the simulator's own: the real
@@ -82,12 +82,12 @@ breaks (a process dies, a port is taken, the nodes never all attach within
 --register-timeout); goals missed are reported, not failed. On a shared
 machine, run it under flock with everything else that loads the CPU. The
 children inherit the environment: NODEPULSE_SIM_* variables change the
-simulator as they would "reporter simulate" (flags passed here win).`
+simulator as they would fleetsim (flags passed here win).`
 
 type config struct {
 	nodes           int
 	connections     int
-	reporterBin     string
+	fleetsimBin     string
 	basePort        int
 	settle          time.Duration
 	hold            time.Duration
@@ -101,14 +101,14 @@ type config struct {
 func (c *config) registerFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.nodes, "nodes", 100000, "virtual nodes N")
 	fs.IntVar(&c.connections, "connections", 1000, "gRPC connections the simulator multiplexes the N streams over (0: the simulator's default, min(N/100, 1000))")
-	fs.StringVar(&c.reporterBin, "reporter-bin", "", `reporter binary to run as "<bin> simulate" (empty: this binary, re-executed as "simbench reporter simulate")`)
+	fs.StringVar(&c.fleetsimBin, "fleetsim-bin", "", `fleetsim binary to run (empty: this binary, re-executed as "simbench fleetsim")`)
 	fs.IntVar(&c.basePort, "base-port", 61090, "fake collector gRPC port on 127.0.0.1; the simulator's admin (/metrics, /debug/pprof) is this + 1")
 	fs.DurationVar(&c.settle, "settle", 15*time.Second, "wait after every node attached before the steady measurement")
 	fs.DurationVar(&c.hold, "hold", 30*time.Second, "steady measurement duration")
 	fs.DurationVar(&c.registerTimeout, "register-timeout", 5*time.Minute, "fail when not every node attached within this time")
 	fs.DurationVar(&c.poll, "poll", 50*time.Millisecond, "how often the registration stage polls the simulator's /metrics")
 	fs.StringVar(&c.out, "out", "", "write the result as JSON to this file (empty: table only)")
-	fs.StringVar(&c.simArgs, "sim-args", "", `extra arguments for "reporter simulate", space-separated (e.g. "--node-status-report-frequency=30s")`)
+	fs.StringVar(&c.simArgs, "sim-args", "", `extra arguments for fleetsim, space-separated (e.g. "--node-status-report-frequency=30s")`)
 	fs.StringVar(&c.logLevel, "log.level", "warn", "the simulator's log level (child logs go to a temporary directory, kept when the run fails)")
 }
 
@@ -127,8 +127,8 @@ func mainArgs(ctx context.Context, args []string, w io.Writer) error {
 		switch args[0] {
 		case "fake-collector":
 			return fakeCollector(ctx, args[1:])
-		case "reporter":
-			return app.Main(ctx, args[1:])
+		case "fleetsim":
+			return fleetsim.Main(ctx, args[1:])
 		}
 	}
 	var cfg config
@@ -158,7 +158,7 @@ func mainArgs(ctx context.Context, args []string, w io.Writer) error {
 	return err
 }
 
-// fakeCollector serves reporter/internal/collectortest's fake collector
+// fakeCollector serves reporter/collectortest's fake collector
 // until interrupted.
 func fakeCollector(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("simbench fake-collector", flag.ContinueOnError)
@@ -184,7 +184,7 @@ type Result struct {
 	Machine      Machine      `json:"machine"`
 	Nodes        int          `json:"nodes"`
 	Connections  int          `json:"connections"`
-	ReporterBin  string       `json:"reporterBin"`
+	FleetsimBin  string       `json:"fleetsimBin"`
 	Registration Registration `json:"registration"`
 	Steady       *Steady      `json:"steady,omitempty"`
 	Goals        []Goal       `json:"goals"`
@@ -290,9 +290,9 @@ func run(ctx context.Context, cfg config, cmdline string, w io.Writer) (res *Res
 	if cfg.connections <= 0 {
 		res.Connections = min(max(cfg.nodes/100, 1), 1000) // the simulator's default
 	}
-	res.ReporterBin = cfg.reporterBin
-	if res.ReporterBin == "" {
-		res.ReporterBin = "(this binary) reporter"
+	res.FleetsimBin = cfg.fleetsimBin
+	if res.FleetsimBin == "" {
+		res.FleetsimBin = "(this binary) fleetsim"
 	}
 
 	fake, err := procutil.Start("fake-collector", logDir, self, "fake-collector", "--listen", collAddr)
@@ -304,11 +304,11 @@ func run(ctx context.Context, cfg config, cmdline string, w io.Writer) (res *Res
 		return res, err
 	}
 
-	simBin, simArgs := self, []string{"reporter"}
-	if cfg.reporterBin != "" {
-		simBin, simArgs = cfg.reporterBin, nil
+	simBin, simArgs := self, []string{"fleetsim"}
+	if cfg.fleetsimBin != "" {
+		simBin, simArgs = cfg.fleetsimBin, nil
 	}
-	simArgs = append(simArgs, "simulate", fmt.Sprintf("--nodes=%d", cfg.nodes), fmt.Sprintf("--connections=%d", cfg.connections),
+	simArgs = append(simArgs, fmt.Sprintf("--nodes=%d", cfg.nodes), fmt.Sprintf("--connections=%d", cfg.connections),
 		"--ramp-rate=0", "--collector.addresses="+collAddr, "--collector.insecure", "--admin.listen-address="+adminAddr,
 		"--log.level="+cfg.logLevel)
 	simArgs = append(simArgs, strings.Fields(cfg.simArgs)...)

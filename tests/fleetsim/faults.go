@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright The nodepulse Authors
 
-package simulate
+package fleetsim
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package simulate
+package fleetsim
 
 import (
 	"unicode/utf8"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright The nodepulse Authors
 
-package simulate
+package fleetsim
 
 import (
 	"math"
@@ -11,11 +11,12 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
-	"github.com/nodepulse/nodepulse/reporter/internal/heartbeat"
+	"github.com/nodepulse/nodepulse/reporter/stream"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 
@@ -153,12 +154,12 @@ func TestRenewalPhasesIndependentOfRegistration(t *testing.T) {
 	counts := make([]int, (to-from)/bin)
 	for i := range nodes {
 		at := time.Duration(i) * bin / nodes
-		at += leaseDelay(interval, true)
+		at += firstRenewalDelay(interval)
 		for at < to {
 			if at >= from {
 				counts[(at-from)/bin]++
 			}
-			at += leaseDelay(interval, false)
+			at += stream.Jitter(interval) // the reporter's wait, as the scheduler's after the first
 		}
 	}
 	mean, worst := 0.0, 0.0
@@ -183,7 +184,7 @@ func TestRenewalPhasesIndependentOfRegistration(t *testing.T) {
 	for i := range 200 {
 		register(sim, i, 1)
 		d := time.Duration(sim.nodes[i].leaseDue - now.UnixNano())
-		if maxD := sim.renew + time.Duration(heartbeat.JitterFactor*float64(sim.renew)); d <= 0 || d > maxD {
+		if maxD := sim.renew + time.Duration(stream.JitterFactor*float64(sim.renew)); d <= 0 || d > maxD {
 			t.Fatalf("node %d: next renewal in %s, want (0, %s]", i, d, maxD)
 		}
 		if d < sim.renew/2 {
@@ -206,7 +207,7 @@ func TestLateRenewalKeepsItsPhase(t *testing.T) {
 	register(sim, 0, 1)
 	n := &sim.nodes[0]
 	c := sim.connOf(0)
-	maxJitter := time.Duration(heartbeat.JitterFactor * float64(sim.renew))
+	maxJitter := time.Duration(stream.JitterFactor * float64(sim.renew))
 
 	due := n.leaseDue
 	*now = time.Unix(0, due).Add(sim.renew / 2) // sent half an interval late
@@ -248,7 +249,7 @@ func TestReconnectSkipsTheStatusTheControlPlaneHas(t *testing.T) {
 	var due time.Time // the node's next status as scheduled at registration
 	reg := func(gen uint32, stored *nodev1.NodeStatus) *captureStream {
 		cs := &captureStream{}
-		sim.connOf(0).handle(event{kind: evRegistered, node: 0, gen: gen, stream: cs, stored: stored})
+		sim.connOf(0).handle(event{kind: evRegistered, node: 0, gen: gen, stream: cs, ack: &collectorv1.Ack{Seq: 1, Node: &nodev1.Node{Status: stored}}})
 		due = time.Unix(0, sim.nodes[0].statusDue)
 		sim.connOf(0).handle(event{kind: evDetached, node: 0, gen: gen})
 		return cs
@@ -281,5 +282,35 @@ func TestReconnectSkipsTheStatusTheControlPlaneHas(t *testing.T) {
 	*now = time.Unix(0, sim.nodes[0].nextReport)
 	if cs := reg(5, stale); statuses(cs) != 1 {
 		t.Fatalf("reconnect when the period of its own report is up: %d statuses sent, want 1", statuses(cs))
+	}
+}
+
+// A lease renewal the collector refused with a retry_after goes out again
+// after that delay, a status after its own; a slow-down applies to the
+// node's stream as the real reporter applies it (stream.Session).
+func TestRetriesAndSlowDownReachTheScheduler(t *testing.T) {
+	sim, now := testSim(t, 1)
+	register(sim, 0, 1)
+	n := &sim.nodes[0]
+	c := sim.connOf(0)
+	c.handle(event{kind: evRetryLease, node: 0, gen: 1, after: 3 * time.Second})
+	if want := now.Add(3 * time.Second).UnixNano(); n.leaseDue != want {
+		t.Errorf("lease due %v after a 3s retry, want %v", time.Unix(0, n.leaseDue), time.Unix(0, want))
+	}
+	c.handle(event{kind: evRetry, node: 0, gen: 1, after: 4 * time.Second})
+	if want := now.Add(4 * time.Second).UnixNano(); n.statusDue != want {
+		t.Errorf("status due %v after a 4s retry, want %v", time.Unix(0, n.statusDue), time.Unix(0, want))
+	}
+	c.handle(event{kind: evRetryLease, node: 0, gen: 9, after: time.Hour}) // an older stream's
+	if n.leaseDue > now.Add(time.Minute).UnixNano() {
+		t.Error("a retry for another stream moved the lease")
+	}
+	c.handle(event{kind: evSlowDown, node: 0, gen: 1, slow: &collectorv1.SlowDown{MinLeaseInterval: durationpb.New(time.Minute)}})
+	if got := n.sess.LeaseInterval(sim.renew); got != time.Minute {
+		t.Fatalf("lease interval after a 1m slow-down: %s", got)
+	}
+	c.lease(0, n, *now, false, 0)
+	if d := time.Duration(n.leaseDue - now.UnixNano()); d < time.Minute {
+		t.Errorf("next renewal in %s after a 1m slow-down", d)
 	}
 }
