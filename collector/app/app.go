@@ -6,8 +6,6 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -30,8 +28,7 @@ import (
 	"github.com/nodepulse/nodepulse/collector/internal/persist"
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	"github.com/nodepulse/nodepulse/services/admin"
-	"github.com/nodepulse/nodepulse/services/flagenv"
-	"github.com/nodepulse/nodepulse/services/gctarget"
+	"github.com/nodepulse/nodepulse/services/bootstrap"
 	"github.com/nodepulse/nodepulse/services/grpcserver"
 	"github.com/nodepulse/nodepulse/services/identity"
 	"github.com/nodepulse/nodepulse/services/logging"
@@ -43,7 +40,7 @@ import (
 )
 
 // EnvPrefix of every collector flag's environment variable.
-const EnvPrefix = "NODEPULSE"
+const EnvPrefix = bootstrap.EnvPrefix
 
 const synopsis = `collector: the node-facing front door of nodepulse.
 
@@ -183,17 +180,17 @@ func (c *Config) Validate() error {
 
 // App is a running collector.
 type App struct {
-	cfg      Config
-	lg       *zap.Logger
-	store    nodestore.Store
-	ownStore bool
-	grpc     *grpcserver.Server
-	admin    *admin.Server
-	table    *live.Table
-	persist  *persist.Persister
-	ingest   *ingest.Server
-	feed     *feed.Server
-	info     *collectorv1.CollectorInfo
+	cfg        Config
+	lg         *zap.Logger
+	store      nodestore.Store
+	closeStore func()
+	grpc       *grpcserver.Server
+	server     *bootstrap.Server // the admin endpoint, and what Run runs
+	table      *live.Table
+	persist    *persist.Persister
+	ingest     *ingest.Server
+	feed       *feed.Server
+	info       *collectorv1.CollectorInfo
 
 	sessMu sync.Mutex
 	sess   nodestore.Session
@@ -208,21 +205,16 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 		return nil, err
 	}
 	if cfg.ID == "" {
-		cfg.ID = defaultID()
+		cfg.ID = bootstrap.InstanceID("collector")
 	}
 	a := &App{cfg: cfg, lg: lg}
-	a.store = cfg.Store
-	if a.store == nil {
-		s, err := etcdstore.New(cfg.Etcd, lg)
-		if err != nil {
-			return nil, err
-		}
-		a.store, a.ownStore = s, true
+	var err error
+	if a.store, a.closeStore, err = etcdstore.Open(cfg.Store, cfg.Etcd, lg); err != nil {
+		return nil, err
 	}
 	// Feed events are bounded by four per attached node per batch at most
 	// in practice; 1M events is ~50 MB, beyond which subscribers resync.
 	a.table = live.New(1 << 20)
-	var err error
 	pc := cfg.Persist
 	pc.CollectorID = cfg.ID
 	if a.persist, err = persist.New(pc, a.store, a.table, lg, reg); err != nil {
@@ -255,17 +247,11 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	}
 	collectorv1.RegisterCollectorServiceServer(a.grpc.Server, a.ingest)
 	collectorv1.RegisterFeedServiceServer(a.grpc.Server, a.feed)
-	var gatherer prometheus.Gatherer = prometheus.DefaultGatherer
-	if reg != nil {
-		gatherer = reg
-	}
-	if a.admin, err = admin.New(cfg.Admin, lg, gatherer); err != nil {
+	if a.server, err = bootstrap.NewServer(cfg.Admin, lg, reg); err != nil {
 		a.grpc.Stop()
 		return nil, a.closeOnErr(err)
 	}
-	if a.admin != nil {
-		a.admin.AddReadyCheck("etcd", a.persist.ReadyCheck)
-	}
+	a.server.AddReadyCheck("etcd", a.persist.ReadyCheck)
 	adv := cfg.AdvertiseAddress
 	if adv == "" {
 		adv = advertise(a.grpc.Addr())
@@ -277,9 +263,7 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 }
 
 func (a *App) closeOnErr(err error) error {
-	if a.ownStore {
-		_ = a.store.Close()
-	}
+	a.closeStore()
 	return err
 }
 
@@ -287,12 +271,7 @@ func (a *App) closeOnErr(err error) error {
 func (a *App) GRPCAddr() string { return a.grpc.Addr().String() }
 
 // AdminAddr is the bound admin address ("" when disabled).
-func (a *App) AdminAddr() string {
-	if a.admin == nil {
-		return ""
-	}
-	return a.admin.Addr().String()
-}
+func (a *App) AdminAddr() string { return a.server.AdminAddr() }
 
 // ID of this collector.
 func (a *App) ID() string { return a.cfg.ID }
@@ -311,11 +290,7 @@ func (a *App) Streams() int { return a.ingest.Open() }
 // window, streams ended, pending writes finished, collectors/<id> removed,
 // all within --grpc.drain-timeout plus the final flush.
 func (a *App) Run(ctx context.Context) error {
-	defer func() {
-		if a.ownStore {
-			_ = a.store.Close()
-		}
-	}()
+	defer a.closeStore()
 	// The write path and feed outlive the gRPC server: streams still being
 	// drained need them. They stop only after the server has.
 	bg, stopBG := context.WithCancel(context.Background())
@@ -339,12 +314,8 @@ func (a *App) Run(ctx context.Context) error {
 	defer stop()
 
 	a.grpc.OnDrain(a.drain)
-	var g run.Group
-	g.Add("grpc", a.grpc)
-	if a.admin != nil {
-		g.Add("admin", a.admin)
-	}
-	err := g.Run(ctx, a.cfg.ShutdownTimeout)
+	a.server.Add("grpc", a.grpc)
+	err := a.server.Run(ctx, a.cfg.ShutdownTimeout)
 
 	// Streams are gone (or cut). Status acks were only sent after commit,
 	// so nothing acknowledged as durable is pending. Lease renewals were
@@ -401,10 +372,8 @@ func (a *App) drain() {
 // readiness mirrors etcd availability into gRPC health, so reporters'
 // health-checking balancers skip a collector that cannot store.
 func (a *App) readiness(ctx context.Context) error {
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
 	last := -1
-	for {
+	mirror := func() {
 		ok := 0
 		if a.persist.Available() {
 			ok = 1
@@ -413,12 +382,10 @@ func (a *App) readiness(ctx context.Context) error {
 			last = ok
 			a.grpc.SetServing(ok == 1, collectorv1.CollectorService_ServiceDesc.ServiceName, collectorv1.FeedService_ServiceDesc.ServiceName)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
 	}
+	mirror()
+	run.Every(ctx, 500*time.Millisecond, mirror)
+	return nil
 }
 
 // register keeps collectors/<id> in etcd through a session, recreating it
@@ -475,9 +442,7 @@ const peerInterval = 5 * time.Second
 // only come back here (persist.RegisterQueueFull). A failed list keeps the
 // last count.
 func (a *App) peers(ctx context.Context) error {
-	t := time.NewTicker(peerInterval)
-	defer t.Stop()
-	for {
+	count := func() {
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		objs, _, err := a.store.List(lctx, nodestore.Collectors, nodestore.ListOptions{})
 		cancel()
@@ -492,12 +457,10 @@ func (a *App) peers(ctx context.Context) error {
 		} else if ctx.Err() == nil {
 			a.lg.Debug("cannot list collectors in discovery; keeping the last count", zap.Error(err))
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
 	}
+	count()
+	run.Every(ctx, peerInterval, count)
+	return nil
 }
 
 func (a *App) deregister() {
@@ -509,16 +472,6 @@ func (a *App) deregister() {
 		}
 		a.sess = nil
 	}
-}
-
-func defaultID() string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		h = "collector"
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return h + "-" + hex.EncodeToString(b[:])
 }
 
 // advertise derives the feed address from the bound address: the host name
@@ -565,35 +518,20 @@ var feedPrefix = "/" + collectorv1.FeedService_ServiceDesc.ServiceName + "/"
 // Main parses args and the environment, then runs a collector until ctx ends.
 func Main(ctx context.Context, args []string) error {
 	var cfg Config
-	fs := flag.NewFlagSet("collector", flag.ContinueOnError)
-	cfg.RegisterFlags(fs)
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	if err := flagenv.Parse(fs, EnvPrefix, synopsis, args, nil); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
+	svc := bootstrap.New("collector", synopsis, &cfg.Log)
+	cfg.RegisterFlags(svc.Flags)
+	svc.GCPercent = &cfg.GCPercent
+	return svc.Run(ctx, args, func() (run.Component, error) {
+		a, err := New(cfg, svc.Logger, svc.Registry)
+		if err != nil {
+			return nil, err
 		}
-		return err
-	}
-	if *showVersion {
-		fmt.Println(version.String())
-		return nil
-	}
-	lg, err := logging.New(cfg.Log, "collector")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = lg.Sync() }()
-	gcBase := gctarget.Apply(lg, cfg.GCPercent) // the backlog boost returns to it
-	logging.RedirectGRPC(lg)
-	reg := admin.NewRegistry()
-	a, err := New(cfg, lg, reg)
-	if err != nil {
-		return err
-	}
-	if err := a.boostGC(gcBase, cfg.GCPercentBacklog, reg); err != nil {
-		return err
-	}
-	return a.Run(ctx)
+		// The backlog boost returns to the target Run set.
+		if err := a.boostGC(svc.GCTarget, cfg.GCPercentBacklog, svc.Registry); err != nil {
+			return nil, err
+		}
+		return a, nil
+	})
 }
 
 // boostGC raises the GC target from base to backlog while registrations

@@ -6,12 +6,9 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"strconv"
 	"time"
 
@@ -31,8 +28,7 @@ import (
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/admission"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/eviction"
 	"github.com/nodepulse/nodepulse/services/admin"
-	"github.com/nodepulse/nodepulse/services/flagenv"
-	"github.com/nodepulse/nodepulse/services/gctarget"
+	"github.com/nodepulse/nodepulse/services/bootstrap"
 	"github.com/nodepulse/nodepulse/services/grpcclient"
 	"github.com/nodepulse/nodepulse/services/grpcserver"
 	"github.com/nodepulse/nodepulse/services/logging"
@@ -43,7 +39,7 @@ import (
 )
 
 // EnvPrefix of every monitor flag's environment variable.
-const EnvPrefix = "NODEPULSE"
+const EnvPrefix = bootstrap.EnvPrefix
 
 const synopsis = `monitor: the node lifecycle controller of nodepulse, and its query API.
 
@@ -205,18 +201,18 @@ func (c *Config) Validate() error {
 
 // App is a running monitor.
 type App struct {
-	cfg      Config
-	lg       *zap.Logger
-	store    nodestore.Store
-	ownStore bool
-	cache    *cache.Cache
-	live     *liveness.Tracker
-	ctl      *controller.Controller
-	evict    *eviction.Runner
-	compact  *compactor.Compactor
-	defrag   *defrag.Defragmenter
-	grpc     *grpcserver.Server
-	admin    *admin.Server
+	cfg        Config
+	lg         *zap.Logger
+	store      nodestore.Store
+	closeStore func()
+	cache      *cache.Cache
+	live       *liveness.Tracker
+	ctl        *controller.Controller
+	evict      *eviction.Runner
+	compact    *compactor.Compactor
+	defrag     *defrag.Defragmenter
+	grpc       *grpcserver.Server
+	server     *bootstrap.Server // the admin endpoint, and what Run runs
 }
 
 // New builds a monitor and listens on its ports at once (":0" works; read
@@ -226,21 +222,16 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 		return nil, err
 	}
 	if cfg.ID == "" {
-		cfg.ID = defaultID()
+		cfg.ID = bootstrap.InstanceID("monitor")
 	}
 	a := &App{cfg: cfg, lg: lg}
-	a.store = cfg.Store
-	if a.store == nil {
-		s, err := etcdstore.New(cfg.Etcd, lg)
-		if err != nil {
-			return nil, err
-		}
-		a.store, a.ownStore = s, true
+	var err error
+	if a.store, a.closeStore, err = etcdstore.Open(cfg.Store, cfg.Etcd, lg); err != nil {
+		return nil, err
 	}
-	var registerer prometheus.Registerer
-	var gatherer prometheus.Gatherer = prometheus.NewRegistry()
+	var registerer prometheus.Registerer // nil, not a nil *Registry, when reg is nil
 	if reg != nil {
-		registerer, gatherer = reg, reg
+		registerer = reg
 	}
 	a.cache = cache.New(a.store, cache.Config{ProgressInterval: cfg.ProgressInterval}, lg)
 	cm, err := grpcclient.Metrics(registerer)
@@ -282,14 +273,12 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	nodeAPI.SetEvictor(a.evict)
 	nodev1.RegisterNodeServiceServer(a.grpc.Server, nodeAPI)
 	podv1.RegisterPodServiceServer(a.grpc.Server, api.NewPodServer(a.store, a.cache, a.evict, cfg.Admission, lg, nil))
-	if a.admin, err = admin.New(cfg.Admin, lg, gatherer); err != nil {
+	if a.server, err = bootstrap.NewServer(cfg.Admin, lg, reg); err != nil {
 		a.grpc.Stop()
 		return nil, a.closeOnErr(err)
 	}
-	if a.admin != nil {
-		a.admin.AddReadyCheck("cache", a.cacheReady)
-		a.admin.AddReadyCheck("judgement", a.judgementReady)
-	}
+	a.server.AddReadyCheck("cache", a.cacheReady)
+	a.server.AddReadyCheck("judgement", a.judgementReady)
 	if cfg.GRPC.TLS.Insecure && cfg.OperatorToken == "" {
 		lg.Warn("PLAINTEXT and no --auth.operator-token: ANYONE who can reach the gRPC port may cordon, taint and delete nodes and create and delete pods; development only",
 			zap.String("grpc", a.grpc.Addr().String()))
@@ -302,9 +291,7 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 }
 
 func (a *App) closeOnErr(err error) error {
-	if a.ownStore {
-		_ = a.store.Close()
-	}
+	a.closeStore()
 	return err
 }
 
@@ -336,12 +323,7 @@ func (a *App) Ready() error { return errors.Join(a.cacheReady(), a.judgementRead
 func (a *App) GRPCAddr() string { return a.grpc.Addr().String() }
 
 // AdminAddr is the bound admin address ("" when disabled).
-func (a *App) AdminAddr() string {
-	if a.admin == nil {
-		return ""
-	}
-	return a.admin.Addr().String()
-}
+func (a *App) AdminAddr() string { return a.server.AdminAddr() }
 
 // ID of this replica.
 func (a *App) ID() string { return a.cfg.ID }
@@ -355,12 +337,8 @@ func (a *App) Fence() (nodestore.Fence, bool) { return a.ctl.Fence() }
 
 // Run serves until ctx ends.
 func (a *App) Run(ctx context.Context) error {
-	defer func() {
-		if a.ownStore {
-			_ = a.store.Close()
-		}
-	}()
-	var g run.Group
+	defer a.closeStore()
+	g := a.server
 	g.Add("cache", run.Func(a.cache.Run))
 	g.Add("liveness", run.Func(a.live.Run))
 	g.Add("controller", run.Func(a.ctl.Run))
@@ -368,9 +346,6 @@ func (a *App) Run(ctx context.Context) error {
 	g.Add("compactor", run.Func(a.compact.Run))
 	g.Add("defrag", run.Func(a.defrag.Run))
 	g.Add("grpc", a.grpc)
-	if a.admin != nil {
-		g.Add("admin", a.admin)
-	}
 	g.Add("serving", run.Func(a.serving))
 	err := g.Run(ctx, a.cfg.ShutdownTimeout)
 	a.lg.Info("monitor stopped")
@@ -395,36 +370,9 @@ func (a *App) serving(ctx context.Context) error {
 
 // Main parses args and the environment, then runs a monitor until ctx ends.
 func Main(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("monitor", flag.ContinueOnError)
 	var cfg Config
-	cfg.RegisterFlags(fs)
-	if err := flagenv.Parse(fs, EnvPrefix, synopsis, args, nil); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	lg, err := logging.New(cfg.Log, "monitor")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = lg.Sync() }()
-	gctarget.Apply(lg, cfg.GCPercent)
-	logging.RedirectGRPC(lg)
-	reg := admin.NewRegistry()
-	a, err := New(cfg, lg, reg)
-	if err != nil {
-		return err
-	}
-	return a.Run(ctx)
-}
-
-func defaultID() string {
-	h, err := os.Hostname()
-	if err != nil || h == "" {
-		h = "monitor"
-	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return h + "-" + hex.EncodeToString(b[:])
+	svc := bootstrap.New("monitor", synopsis, &cfg.Log)
+	cfg.RegisterFlags(svc.Flags)
+	svc.GCPercent = &cfg.GCPercent
+	return svc.Run(ctx, args, func() (run.Component, error) { return New(cfg, svc.Logger, svc.Registry) })
 }

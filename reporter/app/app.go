@@ -30,11 +30,9 @@ import (
 	"github.com/nodepulse/nodepulse/reporter/internal/heartbeat"
 	"github.com/nodepulse/nodepulse/reporter/probe"
 	"github.com/nodepulse/nodepulse/reporter/setters"
-	"github.com/nodepulse/nodepulse/services/admin"
-	"github.com/nodepulse/nodepulse/services/flagenv"
+	"github.com/nodepulse/nodepulse/services/bootstrap"
 	"github.com/nodepulse/nodepulse/services/grpcclient"
 	"github.com/nodepulse/nodepulse/services/identity"
-	"github.com/nodepulse/nodepulse/services/logging"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/run"
 	"github.com/nodepulse/nodepulse/services/version"
@@ -54,7 +52,7 @@ every --node-status-update-frequency and sends it when it changed or every
 type App struct {
 	cfg    Config
 	lg     *zap.Logger
-	admin  *admin.Server
+	server *bootstrap.Server // the admin endpoint, and what Run runs
 	conn   *grpc.ClientConn
 	hb     *heartbeat.Client
 	prober *probe.Prober
@@ -130,15 +128,14 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 		return client.Report(metadata.AppendToOutgoingContext(ctx, identity.NodeMetadata, cfg.NodeName))
 	}
 
-	ad, err := admin.New(cfg.Admin, lg, reg)
+	a.server, err = bootstrap.NewServer(cfg.Admin, lg, reg)
 	if err != nil {
 		conn.Close()
 		return nil, err
 	}
-	a.admin = ad
 
 	port := int32(0)
-	if ad != nil {
+	if ad := a.server.Admin(); ad != nil {
 		if tcp, ok := ad.Addr().(*net.TCPAddr); ok {
 			port = int32(tcp.Port)
 		}
@@ -154,9 +151,7 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 		return nil, err
 	}
 	a.hb = hb
-	if ad != nil {
-		ad.AddReadyCheck("registered", hb.Ready)
-	}
+	a.server.AddReadyCheck("registered", hb.Ready)
 	return a, nil
 }
 
@@ -242,10 +237,10 @@ func (a *App) logSetterErrors(errs []error) {
 
 // AdminAddr is the bound admin address (nil when disabled).
 func (a *App) AdminAddr() net.Addr {
-	if a.admin == nil {
+	if a.server.Admin() == nil {
 		return nil
 	}
-	return a.admin.Addr()
+	return a.server.Admin().Addr()
 }
 
 // Ready reports whether the node has registered.
@@ -256,58 +251,40 @@ func (a *App) Run(ctx context.Context) error {
 	defer a.conn.Close()
 	a.lg.Info("reporter starting", zap.String("node", a.cfg.NodeName), zap.String("version", version.String()),
 		zap.String("collector", a.cfg.Collector.Addresses), zap.String("host_root", a.cfg.HostRoot))
-	var g run.Group
-	g.Add("heartbeat", run.Func(a.hb.Run))
-	if a.admin != nil {
-		g.Add("admin", run.Func(a.admin.Run))
-	}
-	return g.Run(ctx, a.cfg.ShutdownTimeout)
+	a.server.Add("heartbeat", run.Func(a.hb.Run))
+	return a.server.Run(ctx, a.cfg.ShutdownTimeout)
 }
 
-// newFlagSet returns the reporter's flag set writing usage to w.
-func newFlagSet(cfg *Config, w io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("reporter", flag.ContinueOnError)
-	fs.SetOutput(w)
-	cfg.RegisterFlags(fs)
-	fs.Usage = func() { flagenv.PrintUsage(w, fs, EnvPrefix, synopsis) }
-	return fs
+// newService returns the reporter's startup with every reporter flag
+// registered on it, its usage written to w.
+func newService(cfg *Config, w io.Writer) *bootstrap.Service {
+	svc := bootstrap.New("reporter", synopsis, &cfg.Log)
+	svc.Flags.SetOutput(w)
+	cfg.RegisterFlags(svc.Flags)
+	return svc
 }
+
+// newFlagSet is the reporter's flag set, usage written to w.
+func newFlagSet(cfg *Config, w io.Writer) *flag.FlagSet { return newService(cfg, w).Flags }
 
 // Main parses args (flags and NODEPULSE_* environment) and runs the
 // reporter.
 func Main(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "simulate" {
+		// The fleet simulator was "reporter simulate" before it left the
+		// product for the tests module; say where it went.
+		return fmt.Errorf("unknown command %q: the reporter has no subcommands but version (the fleet simulator is the separate fleetsim binary)", args[0])
+	}
 	cfg := DefaultConfig()
-	fs := newFlagSet(&cfg, os.Stderr)
-	if err := flagenv.Parse(fs, EnvPrefix, synopsis, args, nil); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
+	svc := newService(&cfg, os.Stderr)
+	return svc.Run(ctx, args, func() (run.Component, error) {
+		set := map[string]bool{}
+		svc.Flags.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if set["node-status-update-frequency"] && !set["node-status-report-frequency"] {
+			// Kubelet rule: an explicit update frequency alone also sets the
+			// report frequency, so "report every 1s" means what it says.
+			cfg.StatusReportFrequency = cfg.StatusUpdateFrequency
 		}
-		return err
-	}
-	if fs.NArg() > 0 {
-		if fs.Arg(0) == "simulate" {
-			// The fleet simulator was "reporter simulate" before it left the
-			// product for the tests module; say where it went.
-			return fmt.Errorf("unknown command %q: the reporter has no subcommands (the fleet simulator is the separate fleetsim binary)", fs.Arg(0))
-		}
-		return fmt.Errorf("unexpected arguments %q (flags only; the reporter has no subcommands)", fs.Args())
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["node-status-update-frequency"] && !set["node-status-report-frequency"] {
-		// Kubelet rule: an explicit update frequency alone also sets the
-		// report frequency, so "report every 1s" means what it says.
-		cfg.StatusReportFrequency = cfg.StatusUpdateFrequency
-	}
-	lg, err := logging.New(cfg.Log, "reporter")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = lg.Sync() }()
-	logging.RedirectGRPC(lg)
-	a, err := New(cfg, lg, admin.NewRegistry())
-	if err != nil {
-		return err
-	}
-	return a.Run(ctx)
+		return New(cfg, svc.Logger, svc.Registry)
+	})
 }

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/nodepulse/nodepulse/services/grpcserver"
+	"github.com/nodepulse/nodepulse/services/metric"
 	"github.com/nodepulse/nodepulse/services/tlsconfig"
 )
 
@@ -56,10 +57,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, prefix, defAddr, what string) {
 // Metrics are the client-side gRPC metrics; create once per process.
 func Metrics(reg prometheus.Registerer) (*grpcprom.ClientMetrics, error) {
 	m := grpcprom.NewClientMetrics()
-	if reg != nil {
-		if err := reg.Register(m); err != nil {
-			return nil, fmt.Errorf("register gRPC client metrics: %w", err)
-		}
+	if err := metric.Register(reg, m); err != nil {
+		return nil, fmt.Errorf("register gRPC client metrics: %w", err)
 	}
 	return m, nil
 }

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/nodepulse/nodepulse/services/grpcmw"
+	"github.com/nodepulse/nodepulse/services/metric"
 	"github.com/nodepulse/nodepulse/services/tlsconfig"
 )
 
@@ -188,10 +189,8 @@ func New(cfg Config, lg *zap.Logger, reg prometheus.Registerer, opts Options) (*
 	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
 		grpcprom.WithHistogramBuckets([]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}),
 	))
-	if reg != nil {
-		if err := reg.Register(metrics); err != nil {
-			return nil, fmt.Errorf("register gRPC metrics: %w", err)
-		}
+	if err := metric.Register(reg, metrics); err != nil {
+		return nil, fmt.Errorf("register gRPC metrics: %w", err)
 	}
 	glg := grpcmw.ZapLogger(lg.Named("grpc"))
 	// Keyed by service and method as CallMeta holds them: its FullMethod()

@@ -24,6 +24,8 @@ import (
 
 	"github.com/nodepulse/nodepulse/collector/internal/live"
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
+	"github.com/nodepulse/nodepulse/services/metric"
+	"github.com/nodepulse/nodepulse/services/run"
 	"github.com/nodepulse/nodepulse/services/validation"
 )
 
@@ -94,32 +96,20 @@ func New(cfg Config, table *live.Table, cmd Commander, lg *zap.Logger, reg prome
 		return nil, errors.New("feed: batch interval must be > 0 and <= heartbeat interval, buffer >= 2, max events > 0")
 	}
 	s := &Server{cfg: cfg, lg: lg.Named("feed"), table: table, cmd: cmd, subs: map[*subscriber]struct{}{}, finished: make(chan struct{}),
-		subsGauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "nodepulse_collector_feed_subscribers", Help: "Open WatchLiveness feeds."}),
-		resyncs:   prometheus.NewCounter(prometheus.CounterOpts{Name: "nodepulse_collector_feed_resyncs_total", Help: "Snapshots sent to subscribers that fell behind (or after event overflow)."}),
-		events:    prometheus.NewCounter(prometheus.CounterOpts{Name: "nodepulse_collector_feed_events_total", Help: "Liveness events published."}),
+		subsGauge: metric.Gauge("nodepulse_collector_feed_subscribers", "Open WatchLiveness feeds."),
+		resyncs:   metric.Counter("nodepulse_collector_feed_resyncs_total", "Snapshots sent to subscribers that fell behind (or after event overflow)."),
+		events:    metric.Counter("nodepulse_collector_feed_events_total", "Liveness events published."),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{s.subsGauge, s.resyncs, s.events} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
-		}
+	if err := metric.Register(reg, s.subsGauge, s.resyncs, s.events); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
 // Run flushes batches until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
-	t := time.NewTicker(s.cfg.BatchInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			s.flush(time.Now())
-		}
-	}
+	run.Every(ctx, s.cfg.BatchInterval, func() { s.flush(time.Now()) })
+	return nil
 }
 
 func (s *Server) flush(now time.Time) {

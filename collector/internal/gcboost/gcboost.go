@@ -18,6 +18,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/nodepulse/nodepulse/services/metric"
+	"github.com/nodepulse/nodepulse/services/run"
 )
 
 // Config of the boost.
@@ -48,15 +51,10 @@ type Booster struct {
 // New builds a Booster; set is debug.SetGCPercent outside tests.
 func New(cfg Config, backlog func() bool, set func(int) int, now func() time.Time, lg *zap.Logger, reg prometheus.Registerer) (*Booster, error) {
 	b := &Booster{cfg: cfg, backlog: backlog, set: set, now: now, lg: lg.Named("gcboost"),
-		gauge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "nodepulse_collector_gc_percent",
-			Help: "The Go GC target in force: --runtime.gc-percent, or --runtime.gc-percent-backlog while registrations are backlogged.",
-		})}
+		gauge: metric.Gauge("nodepulse_collector_gc_percent", "The Go GC target in force: --runtime.gc-percent, or --runtime.gc-percent-backlog while registrations are backlogged.")}
 	b.gauge.Set(float64(cfg.Base))
-	if reg != nil {
-		if err := reg.Register(b.gauge); err != nil {
-			return nil, err
-		}
+	if err := metric.Register(reg, b.gauge); err != nil {
+		return nil, err
 	}
 	return b, nil
 }
@@ -91,17 +89,9 @@ func (b *Booster) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	t := time.NewTicker(b.cfg.Tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			if b.boosted {
-				b.set(b.cfg.Base)
-			}
-			return nil
-		case <-t.C:
-			b.Step()
-		}
+	run.Every(ctx, b.cfg.Tick, b.Step)
+	if b.boosted {
+		b.set(b.cfg.Base)
 	}
+	return nil
 }

@@ -46,6 +46,7 @@ import (
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/services/identity"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
+	"github.com/nodepulse/nodepulse/services/run"
 	"github.com/nodepulse/nodepulse/services/validation"
 )
 
@@ -276,16 +277,10 @@ func (s *Server) Wait(ctx context.Context) error {
 // Run watches etcd availability: after UnavailableReconnectAfter of outage
 // every reporter is told, once per outage, to reconnect elsewhere.
 func (s *Server) Run(ctx context.Context) error {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
 	told := false
-	for tick := 1; ; tick++ {
-		select {
-		case <-ctx.Done():
-			s.refusals.flush(s.lg)
-			return nil
-		case <-t.C:
-		}
+	tick := 0
+	run.Every(ctx, time.Second, func() {
+		tick++
 		if tick%refusalLogEvery == 0 {
 			s.refusals.flush(s.lg)
 		}
@@ -298,7 +293,9 @@ func (s *Server) Run(ctx context.Context) error {
 			n, total := s.broadcast(reconnect("etcd unavailable from this collector", s.cfg.ReconnectWindow), s.cfg.ReconnectWindow)
 			s.lg.Warn("etcd unavailable too long: told reporters to reconnect elsewhere", zap.Duration("outage", down), zap.Int("streams", n), zap.Int("of", total))
 		}
-	}
+	})
+	s.refusals.flush(s.lg)
+	return nil
 }
 
 // Report implements CollectorService: one goroutine per idle stream (see

@@ -3,6 +3,8 @@ package ingest
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/nodepulse/nodepulse/services/metric"
 )
 
 type metrics struct {
@@ -20,34 +22,19 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		streams: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "nodepulse_collector_streams_open",
-			Help: "Open Report streams.",
-		}),
-		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodepulse_collector_messages_total",
-			Help: "Report messages by kind (register, lease, status, leaving) and result (ok, unchanged, invalid, rate_limited, unavailable, busy, permission_denied, failed_precondition).",
-		}, []string{"kind", "result"}),
-		validation: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodepulse_collector_validation_failures_total",
-			Help: "Refused fields, by field path with map keys and indices replaced by *.",
-		}, []string{"field"}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodepulse_collector_streams_rejected_total",
-			Help: "Report streams refused before registration, by reason (draining, max_streams, registration_queue_full, register_timeout).",
-		}, []string{"reason"}),
-		detached: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodepulse_collector_streams_detached_total",
-			Help: "Registered Report streams that ended, by gRPC code of what ended them (OK: the reporter closed its side; Canceled: the reporter or its connection went away; Aborted: superseded by a newer stream; ResourceExhausted: an ack to it could not be sent for 10 s, its reporter does not read).",
-		}, []string{"code"}),
-		waiting: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "nodepulse_collector_waiting_total",
-			Help: "WAITING feed events: a node's reporter (authorized for it) sent its Register, or was refused before it for capacity, so the monitors hear it is alive while it is not attached.",
-		}),
-		queued: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "nodepulse_collector_registers_told_queued_total",
-			Help: "Registers that were told they wait in the registration queue (Command.register_queued) because the expected wait was --registration.queued-after or more.",
-		}),
+		streams: metric.Gauge("nodepulse_collector_streams_open", "Open Report streams."),
+		messages: metric.CounterVec("nodepulse_collector_messages_total",
+			"Report messages by kind (register, lease, status, leaving) and result (ok, unchanged, invalid, rate_limited, unavailable, busy, permission_denied, failed_precondition).", "kind", "result"),
+		validation: metric.CounterVec("nodepulse_collector_validation_failures_total",
+			"Refused fields, by field path with map keys and indices replaced by *.", "field"),
+		rejected: metric.CounterVec("nodepulse_collector_streams_rejected_total",
+			"Report streams refused before registration, by reason (draining, max_streams, registration_queue_full, register_timeout).", "reason"),
+		detached: metric.CounterVec("nodepulse_collector_streams_detached_total",
+			"Registered Report streams that ended, by gRPC code of what ended them (OK: the reporter closed its side; Canceled: the reporter or its connection went away; Aborted: superseded by a newer stream; ResourceExhausted: an ack to it could not be sent for 10 s, its reporter does not read).", "code"),
+		waiting: metric.Counter("nodepulse_collector_waiting_total",
+			"WAITING feed events: a node's reporter (authorized for it) sent its Register, or was refused before it for capacity, so the monitors hear it is alive while it is not attached."),
+		queued: metric.Counter("nodepulse_collector_registers_told_queued_total",
+			"Registers that were told they wait in the registration queue (Command.register_queued) because the expected wait was --registration.queued-after or more."),
 	}
 	m.leaseOK = m.messages.WithLabelValues("lease", "ok")
 	m.statusOK = m.messages.WithLabelValues("status", "ok")
@@ -55,12 +42,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.statusBusy = m.messages.WithLabelValues("status", "busy")
 	m.statusUnavailable = m.messages.WithLabelValues("status", "unavailable")
 	m.leavingOK = m.messages.WithLabelValues("leaving", "ok")
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.streams, m.messages, m.validation, m.rejected, m.detached, m.waiting, m.queued} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
-		}
+	if err := metric.Register(reg, m.streams, m.messages, m.validation, m.rejected, m.detached, m.waiting, m.queued); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

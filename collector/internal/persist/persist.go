@@ -43,6 +43,7 @@ import (
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
+	"github.com/nodepulse/nodepulse/services/run"
 )
 
 // Errors returned to the ingest path, which maps them to gRPC codes.
@@ -285,14 +286,7 @@ func (p *Persister) markDown(err error) {
 }
 
 func (p *Persister) pingLoop(ctx context.Context) {
-	t := time.NewTicker(p.cfg.PingInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	run.Every(ctx, p.cfg.PingInterval, func() {
 		// Bound the ping by the interval (at least 1s) so a hung etcd is
 		// noticed within about two intervals, not after the client's
 		// request timeout.
@@ -303,7 +297,7 @@ func (p *Persister) pingLoop(ctx context.Context) {
 			return
 		}
 		p.observePing(err)
-	}
+	})
 }
 
 // observePing records a ping result: a failure counts only once
@@ -616,18 +610,11 @@ func (r *drainRate) tick(queued int) {
 
 // rateLoop ticks the drain rates once a second.
 func (p *Persister) rateLoop(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	run.Every(ctx, time.Second, func() {
 		p.regRate.tick(len(p.regQ))
 		p.statusRate.tick(len(p.statusQ))
 		p.m.regQueued.Set(float64(len(p.regQ)))
-	}
+	})
 }
 
 // registerLoop is one registration worker; RegisterConcurrency of them take

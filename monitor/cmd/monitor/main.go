@@ -2,23 +2,10 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
 	"github.com/nodepulse/nodepulse/monitor/app"
+	"github.com/nodepulse/nodepulse/services/bootstrap"
 )
 
-func main() {
-	// SIGTERM resigns leadership (another replica takes over at once) and
-	// drains the API; a second signal kills the process the default way.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := app.Main(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "monitor:", err)
-		os.Exit(1)
-	}
-}
+// SIGTERM resigns leadership (another replica takes over at once) and
+// drains the API; a second signal kills the process the default way.
+func main() { bootstrap.Main("monitor", app.Main) }

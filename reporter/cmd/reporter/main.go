@@ -5,21 +5,10 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
 	"github.com/nodepulse/nodepulse/reporter/app"
+	"github.com/nodepulse/nodepulse/services/bootstrap"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := app.Main(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "reporter:", err)
-		os.Exit(1)
-	}
-}
+// SIGTERM sends Leaving (the node is gone on purpose, not failed); a second
+// signal kills the process the default way.
+func main() { bootstrap.Main("reporter", app.Main) }

@@ -1,0 +1,13 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/nodepulse/nodepulse/services/bootstrap/bootstraptest"
+)
+
+func TestMain(m *testing.M) { bootstraptest.Main(m, main) }
+
+// `collector --version` and `collector version` print the version and exit
+// without starting a collector.
+func TestVersion(t *testing.T) { bootstraptest.CheckVersion(t) }

@@ -1,0 +1,13 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/nodepulse/nodepulse/services/bootstrap/bootstraptest"
+)
+
+func TestMain(m *testing.M) { bootstraptest.Main(m, main) }
+
+// `monitor --version` and `monitor version` print the version and exit
+// without starting a monitor.
+func TestVersion(t *testing.T) { bootstraptest.CheckVersion(t) }
