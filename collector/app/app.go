@@ -79,7 +79,7 @@ type Config struct {
 	// scans ~0.5 GB of heap and ~0.5 GB of goroutine stacks and, through
 	// the mutator assists of the stream goroutines, stalls renewals for
 	// 1-3 s; 75 has a third fewer cycles than 50 for ~2.5 KB more per
-	// connected node (docs/benchmarks-history.md, session 11).
+	// connected node (docs/adr/0015-collector-memory-per-stream-and-gc-target.md).
 	GCPercent int
 	// GCPercentBacklog is the GC target while registrations are
 	// backlogged (Main only, and only when GCPercent applies): a fleet

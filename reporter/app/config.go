@@ -24,7 +24,7 @@ import (
 const EnvPrefix = "NODEPULSE"
 
 // Config of the reporter. The timing fields carry the kubelet's defaults and
-// constraints: the monitor's grace period (50s by default) must exceed
+// constraints: the monitor's grace period (40s by default) must exceed
 // several lease renew intervals (LeaseDurationSeconds/4 = 10s), so that
 // losing one or two renewals never marks a healthy node Unknown.
 type Config struct {

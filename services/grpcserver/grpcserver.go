@@ -88,8 +88,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defAddr string) {
 // which small messages never make it do. A collector's connection carries
 // ~10 small messages a second from ~100 multiplexed reporters, so nearly
 // every heartbeat cost a PING write and a PING-ack read on both ends, as
-// many syscalls as the heartbeat itself (docs/benchmarks-history.md, "A
-// second full run on a busier machine"). Fixed windows turn the estimator
+// many syscalls as the heartbeat itself (docs/adr/0017-grpc-transport-settings.md). Fixed windows turn the estimator
 // off. 1 MiB per stream carries the largest message a collector accepts
 // without a window update; 4 MiB per connection bounds what one client can
 // make a server buffer, below the 16 MiB the dynamic windows may grow to.
@@ -196,7 +195,7 @@ func New(cfg Config, lg *zap.Logger, reg prometheus.Registerer, opts Options) (*
 	// Keyed by service and method as CallMeta holds them: its FullMethod()
 	// formats a new string on every call, and the matcher runs on every
 	// stream a collector opens (4.6 % of its CPU while a restarted
-	// collector took its fleet back, docs/benchmarks-history.md, session 8).
+	// collector took its fleet back, docs/adr/0017-grpc-transport-settings.md).
 	type serviceMethod struct{ service, method string }
 	unlogged := map[serviceMethod]bool{}
 	for _, m := range opts.Unlogged {

@@ -155,7 +155,7 @@ func Merge(meta *nodev1.Node, status *nodev1.NodeStatus, health *nodev1.NodeHeal
 //
 // Why: the monitor holds every node twice, as stored and as served. At
 // 100,000 nodes Merge's copies were 246 of the monitor's 990 MB of heap,
-// all of it marked by every GC cycle (docs/benchmarks-history.md, session 12).
+// all of it marked by every GC cycle (docs/adr/0018-monitor-shares-unchanged-state.md).
 func MergeShared(meta *nodev1.Node, status *nodev1.NodeStatus, health *nodev1.NodeHealth) *nodev1.Node {
 	n := merge(meta, status, health, true)
 	notReadyUntilReported(n)

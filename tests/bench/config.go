@@ -251,8 +251,8 @@ func (c *Config) KillCount() int {
 // is gRPC's per-message buffers and the acks. A quarter of a 24 GiB machine
 // brought its first collection at ~430-450 s: inside a standard run's kill
 // stage, and every ~400 s of a longer hold. Half the machine moved it past
-// a standard run and to ~1,100 s of a long one (sessions 16-17: the one
-// flatness miss of their 20-minute holds). See autoSimMemoryMiB for the
+// a standard run and to ~1,100 s of a long one (the one flatness miss of
+// the 20-minute holds in docs/adr/0019-multiplexed-fleet-simulator.md). See autoSimMemoryMiB for the
 // share taken when none is given.
 func (c *Config) simMemoryLimitMiB(n int) int64 {
 	total := c.SimMemoryLimitMiB
@@ -278,8 +278,8 @@ func (c *Config) simMemoryLimitMiB(n int) int64 {
 // page cache: at 100,000 nodes on 24 GiB the simulators get two thirds,
 // at 250,000 about half, which the other processes need. Two thirds moved
 // the 90,000-node simulator's one collection from ~1,100 s to 1,332 s of
-// a 20-minute hold (session 18, whose ramp a VM snapshot stretched to
-// 448 s and ~9 MB/s of garbage): about where such a hold ends after a
+// a 20-minute hold (a run whose ramp a VM snapshot stretched to
+// 448 s and ~9 MB/s of garbage; docs/adr/0019-multiplexed-fleet-simulator.md): about where such a hold ends after a
 // normal ramp, so not past it for certain. Less garbage per message is
 // what would.
 func autoSimMemoryMiB(totalMiB int64, nodes int) int64 {

@@ -144,7 +144,7 @@ type GCStage struct {
 }
 
 // gcPad: the seconds after a cycle that still count as its: the backlog of
-// renewals it held up drains within about a second (session 15's runs).
+// renewals it held up drains within about a second (docs/benchmarks.md, "Garbage collections").
 const gcPad = 1.0
 
 // gcRoles are the processes whose cycles the report lists: those that

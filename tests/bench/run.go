@@ -751,7 +751,7 @@ func (r *runner) run(ctx context.Context) error {
 	// Generous: this only tells broken plumbing from a slow box. At
 	// 100,000 nodes on 2 shared cores the last statuses can take minutes to
 	// be stored and served (a status retry storm while registrations fill
-	// the collector's queue: docs/benchmarks-history.md), and a profile of every
+	// the collector's queue: docs/adr/0011-registration-queue-and-refusals.md), and a profile of every
 	// process (PROFILE=1) slows the ramp further.
 	rampTimeout := time.Duration(float64(c.Nodes)/max(c.RampRate, 1)*float64(time.Second)) + 6*time.Minute
 	lastLog := time.Now()

@@ -21,10 +21,10 @@ type simCollected struct {
 // collections stall 100,000 virtual nodes at once, which real reporters
 // never do), and the ramp's garbage is most of what brings them to it
 // later, in the middle of a measured stage: in a 20-minute hold, or in the
-// first seconds of a 250,000-node one (docs/benchmarks-history.md, sessions
-// 18 and 20). Collected after the ramp, the stall falls in the settling
-// interval, which is not measured and lets the renewals it bunched return to
-// their phases before the steady stage.
+// first seconds of a 250,000-node one
+// (docs/adr/0019-multiplexed-fleet-simulator.md). Collected after the ramp,
+// the stall falls in the settling interval, which is not measured and lets
+// the renewals it bunched return to their phases before the steady stage.
 func (r *runner) collectSims(ctx context.Context) (string, error) {
 	var out []string
 	for _, role := range []string{"sim", "sim-kill"} {

@@ -17,8 +17,8 @@ import (
 // (BenchmarkAckDecode), 9 % of the simulator's CPU in the steady stage and
 // a fifth of its ~1 KB of garbage per renewal. The simulator runs without
 // GC until its memory limit, and the collection there is a stall of
-// seconds the benchmark sees as bunched renewals (docs/benchmarks-history.md,
-// sessions 17 and 18). The benchmark measures the collector, not its load
+// seconds the benchmark sees as bunched renewals (docs/adr/0020-hand-coded-lease-messages.md,
+// docs/adr/0019-multiplexed-fleet-simulator.md). The benchmark measures the collector, not its load
 // generator's decoder, so a plain ack (seq, durable, collector id: what the
 // collector sends for every renewal) is decoded by hand into the stream's
 // own receive buffer: no allocation, ~60 ns. Anything else, and any ack

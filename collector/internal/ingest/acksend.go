@@ -20,7 +20,7 @@ import (
 // a second on 100,000 streams the renewals did the cycle's marking
 // themselves, 64 KB each, as fast as they arrived, which on two shared
 // cores was more CPU than there was, and renewals waited up to 2 s for
-// their acks (docs/benchmarks-history.md, session 16; tests/cmd/gcassist shows the
+// their acks (docs/adr/0006-empty-renewals-and-ack-senders.md; tests/cmd/gcassist shows the
 // rule without gRPC). A sender goroutine carries its credit from one ack
 // to the next and pays for its allocations at the pacer's rate. With an
 // empty renewal (see recvBuf) the stream's goroutine then allocates

@@ -614,7 +614,7 @@ func (s *Server) attach(st *stream, rq *registration) error {
 // silence against it. Without it, a node refused at the 20 s cap came back
 // up to 30 s later, leaving 10 s of a 40 s grace period for a new stream
 // on a starved collector to be read and fed to the monitor: not always
-// enough in a restart at 100,000 nodes (docs/benchmarks-history.md, session 6).
+// enough in a restart at 100,000 nodes (docs/adr/0008-waiting-defers-judgement.md).
 func (s *Server) refuseBusy(ctx context.Context, name string) error {
 	d := s.p.RegisterRetryAfter()
 	s.waitingFor(ctx, name, d+d/2)

@@ -16,7 +16,7 @@ import (
 // and acknowledged on its own: one read and one write system call, and a
 // wakeup of the connection's reader and writer goroutines, for ~50 bytes
 // (those syscalls were a third of the collector's CPU at 100,000 nodes,
-// docs/benchmarks-history.md). Renewals that arrive together on one connection
+// docs/adr/0005-renewal-phases.md). Renewals that arrive together on one connection
 // share them. So the streams of one connection get phases in renewGroups
 // groups: each group renews at one instant. Connections get group phases
 // from a golden-ratio sequence, the most even spread a sequence of unknown

@@ -203,8 +203,8 @@ func (sh *shard) renewLocked(e *Entry, renew time.Time, durSeconds int32) {
 
 // Ref is a handle on one attachment, kept by its stream: renewing through
 // it skips hashing the name to its shard and the map lookup, three
-// quarters of Table.Renew's CPU at 10,000 renewals a second (session 10's
-// profiles). The zero Ref renews nothing.
+// quarters of Table.Renew's CPU at 10,000 renewals a second (profiles in
+// docs/adr/0016-sharded-liveness-table.md). The zero Ref renews nothing.
 type Ref struct {
 	sh *shard
 	e  *Entry

@@ -55,7 +55,7 @@ func (h *dueHeap) Pop() any {
 // attaches within a minute. Writing every node at once was ~100,000 lease
 // puts in that minute: etcd write load while registrations wait for etcd,
 // and 15–20 MiB of history in the database until the next compaction
-// (docs/benchmarks-history.md, session 10). The phase is a hash of the name, the
+// (docs/adr/0002-coarse-lease-checkpoints.md). The phase is a hash of the name, the
 // same on every collector, so a fleet that moves keeps its checkpoints
 // spread.
 //

@@ -70,7 +70,7 @@ type Config struct {
 	// history (it compacts every minute to the revision of 5 minutes
 	// before), which at a 10-minute interval holds about half a superseded
 	// copy of every lease (a whole copy is ~16 MB of file per 100,000
-	// nodes; docs/benchmarks-history.md, sessions 13 and 14).
+	// nodes; docs/adr/0002-coarse-lease-checkpoints.md).
 	CheckpointInterval time.Duration
 	// CheckpointTxnPerSecond caps checkpoint Txns, so an attach storm of
 	// 100,000 nodes spreads over tens of seconds instead of hitting etcd at
@@ -492,7 +492,7 @@ func (p *Persister) Register(ctx context.Context, node *nodev1.Node) (Registered
 // restarted collector alone, its rate still measured over its slowest
 // first seconds, refused 16,000–38,000 streams of a 90,000-node fleet and
 // then idled for ~10 s while they waited out their slots, so the restart
-// took 50–59 s instead of ~30 (docs/benchmarks-history.md, sessions 9 and 10).
+// took 50–59 s instead of ~30 (docs/adr/0011-registration-queue-and-refusals.md).
 func (p *Persister) RegisterQueueFull() bool {
 	if len(p.regQ) >= cap(p.regQ) {
 		return true

@@ -95,7 +95,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 // registration storm moves (pages of nodes, hundreds of Txns in flight)
 // queues ahead of them; in such storms pings missed their deadline and the
 // collector went NOT_SERVING while etcd applied everything in under 0.1 s
-// (docs/benchmarks-history.md, sessions 8 and 9: the collector's own CPU is the
+// (docs/adr/0012-etcd-control-connection.md: the collector's own CPU is the
 // other part of that lateness, which no connection removes).
 type Store struct {
 	cli    *clientv3.Client

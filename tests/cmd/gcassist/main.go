@@ -3,7 +3,7 @@
 
 // Command gcassist reproduces, with neither gRPC nor nodepulse in it, the
 // stall the scale benchmark finds in the collector's GC cycles
-// (docs/benchmarks-history.md, session 16): many goroutines
+// (docs/adr/0006-empty-renewals-and-ack-senders.md): many goroutines
 // parked one per stream, a fixed number of them woken each second, each
 // allocating a little when it wakes, as grpc-go's Recv does on a stream's
 // own goroutine.

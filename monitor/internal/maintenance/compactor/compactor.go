@@ -11,7 +11,7 @@
 // auto-compaction instead runs every tenth of its retention. Rounds a fifth
 // of an interval apart keep the same guarantee to watchers with less
 // history on disk: at 100,000 nodes an interval of history is mostly lease
-// checkpoints, ~8 MB per 5 minutes (docs/benchmarks-history.md, session 14).
+// checkpoints, ~8 MB per 5 minutes (docs/adr/0013-compaction-and-defragmentation.md).
 //
 // Only the leader compacts, so replicas do not multiply the requests; a
 // deposed leader racing its successor for one round is harmless, because
