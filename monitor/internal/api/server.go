@@ -23,6 +23,7 @@ import (
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/controller"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/liveness"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/zones"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/eviction"
 	"github.com/nodepulse/nodepulse/services/identity"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
@@ -562,7 +563,7 @@ func Explain(now time.Time, n *nodev1.Node, lease *nodev1.Lease, lv liveness.Nod
 		summary = fmt.Sprintf("NotReady since %s: %s", clock(ready.GetLastTransitionTime().AsTime()), ready.GetMessage())
 	}
 	var d []string
-	zone := lifecycle.ZoneName(f.Zone)
+	zone := nodemodel.ZoneName(f.Zone)
 	if zone == "" {
 		zone = `"" (no zone labels)`
 	}
@@ -609,7 +610,7 @@ func Explain(now time.Time, n *nodev1.Node, lease *nodev1.Lease, lv liveness.Nod
 		}
 		state := string(f.ZoneState)
 		if state == "" {
-			state = string(lifecycle.ZoneInitial)
+			state = string(zones.Initial)
 		}
 		d = append(d, fmt.Sprintf("zone %s is %s; its NoExecute taint queue holds %d node(s), %s", zone, state, f.QueueLen, rate))
 		if f.Queued {

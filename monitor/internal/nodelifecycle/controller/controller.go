@@ -39,6 +39,7 @@ import (
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/liveness"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/zones"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 )
@@ -127,8 +128,8 @@ type nodeState struct {
 func (st *nodeState) zoneOf(v view) (string, bool) {
 	if st.metaRev == 0 || st.metaRev != v.MetaRev {
 		labels := v.Node.GetMetadata().GetLabels()
-		st.zone = lifecycle.ZoneKeyReusing(labels, st.zone)
-		st.excluded = lifecycle.ExcludedFromDisruption(labels)
+		st.zone = zones.KeyReusing(labels, st.zone)
+		st.excluded = zones.Excluded(labels)
 		st.metaRev = v.MetaRev
 	}
 	return st.zone, st.excluded
@@ -162,7 +163,7 @@ type Controller struct {
 	// nodes: what the leader keeps of every node it knows (see nodeState).
 	nodes      map[string]*nodeState
 	queues     map[string]*lifecycle.RateLimitedQueue
-	disruption lifecycle.Disruption
+	disruption zones.Disruption
 	pending    map[string]pendingHealth
 	epoch      uint64
 	lastLease  time.Time
@@ -341,7 +342,7 @@ func (c *Controller) begin(f nodestore.Fence, now time.Time) {
 	defer c.mu.Unlock()
 	c.leading, c.fence, c.leaderSince, c.paused = true, f, now, ""
 	c.queues = map[string]*lifecycle.RateLimitedQueue{}
-	c.disruption = lifecycle.Disruption{}
+	c.disruption = zones.Disruption{}
 	c.pending = map[string]pendingHealth{}
 	c.podRetry = map[string]bool{}
 	c.lastLease = now
@@ -355,7 +356,7 @@ func (c *Controller) begin(f nodestore.Fence, now time.Time) {
 	entries, _ := c.cache.Entries()
 	c.nodes = make(map[string]*nodeState, len(entries))
 	for _, e := range entries {
-		z := lifecycle.ZoneKey(e.Node.GetMetadata().GetLabels())
+		z := nodemodel.ZoneKey(e.Node.GetMetadata().GetLabels())
 		c.nodes[e.Name] = &nodeState{zone: z}
 		c.queueLocked(z, now)
 	}
@@ -573,7 +574,7 @@ func (c *Controller) Pass(ctx context.Context) error {
 	}
 	c.gcOrphansLocked(ctx)
 	for z, q := range c.queues {
-		c.m.queueDepth.WithLabelValues(lifecycle.ZoneName(z)).Set(float64(q.Len()))
+		c.m.queueDepth.WithLabelValues(nodemodel.ZoneName(z)).Set(float64(q.Len()))
 	}
 	return firstErr
 }
@@ -640,7 +641,7 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 	old := st.zone
 	zone, excluded := st.zoneOf(v)
 	if !known {
-		c.lg.Info("new node", zap.String("node", name), zap.String("zone", lifecycle.ZoneName(zone)))
+		c.lg.Info("new node", zap.String("node", name), zap.String("zone", nodemodel.ZoneName(zone)))
 		c.eventLocked(now, name, v.Node.GetMetadata().GetUid(), "Normal", "RegisteredNode", fmt.Sprintf("Registered Node %s in Controller", name))
 		c.queueLocked(zone, now)
 		// Leftover NoExecute taints of a re-registered node go (markNodeAsReachable).
@@ -748,7 +749,7 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 			}
 			if q.Add(name, v.Node.GetMetadata().GetUid(), now) {
 				if ce := c.lg.Check(zap.DebugLevel, "node not ready; queued for a NoExecute taint"); ce != nil {
-					ce.Write(zap.String("node", name), zap.String("ready", res.Observed.GetStatus()), zap.String("zone", lifecycle.ZoneName(zone)))
+					ce.Write(zap.String("node", name), zap.String("ready", res.Observed.GetStatus()), zap.String("zone", nodemodel.ZoneName(zone)))
 				}
 			}
 		case lifecycle.MarkReachable:
@@ -897,7 +898,7 @@ func (c *Controller) disruptionLocked(now time.Time, entries []cache.Entry, cach
 	plan map[string]*healthWrite, writes []*healthWrite) []*healthWrite {
 	res := c.disruption.Update(c.cfg.Lifecycle, zones)
 	for z, s := range res.Changed {
-		c.lg.Info("zone changed state", zap.String("zone", lifecycle.ZoneName(z)), zap.String("state", string(s)),
+		c.lg.Info("zone changed state", zap.String("zone", nodemodel.ZoneName(z)), zap.String("state", string(s)),
 			zap.Int("nodes", len(zones[z])), zap.Int("notReady", res.NotReady[z]))
 	}
 	if res.EnterMaster {
@@ -932,7 +933,7 @@ func (c *Controller) disruptionLocked(now time.Time, entries []cache.Entry, cach
 	}
 	c.m.zoneState.Reset()
 	for z, s := range c.disruption.States {
-		c.m.zoneState.WithLabelValues(lifecycle.ZoneName(z), string(s)).Set(1)
+		c.m.zoneState.WithLabelValues(nodemodel.ZoneName(z), string(s)).Set(1)
 	}
 	return writes
 }
@@ -992,9 +993,9 @@ func (c *Controller) TaintPass(ctx context.Context) error {
 				}
 				return false, 0
 			}
-			c.m.taintsApplied.WithLabelValues(lifecycle.ZoneName(zone)).Inc()
+			c.m.taintsApplied.WithLabelValues(nodemodel.ZoneName(zone)).Inc()
 			c.lg.Info("NoExecute taint added", zap.String("node", it.Name), zap.String("taint", qt.Add.GetKey()),
-				zap.String("zone", lifecycle.ZoneName(zone)), zap.Float64("qps", q.QPS()))
+				zap.String("zone", nodemodel.ZoneName(zone)), zap.Float64("qps", q.QPS()))
 			return true, 0
 		})
 	}

@@ -442,7 +442,7 @@ func TestZoneWithoutNodesIsDropped(t *testing.T) {
 			defer ctl.mu.Unlock()
 			var names []string
 			for k := range ctl.disruption.States {
-				names = append(names, lifecycle.ZoneName(k))
+				names = append(names, nodemodel.ZoneName(k))
 			}
 			slices.Sort(names)
 			return names
@@ -459,7 +459,7 @@ func TestZoneWithoutNodesIsDropped(t *testing.T) {
 			t.Fatalf("zones after zb's only node was deleted: %v, want [za]", got)
 		}
 		ctl.mu.Lock()
-		za := len(ctl.passZones[lifecycle.ZoneKey(map[string]string{nodemodel.LabelZone: "za"})])
+		za := len(ctl.passZones[nodemodel.ZoneKey(map[string]string{nodemodel.LabelZone: "za"})])
 		ctl.mu.Unlock()
 		if za != 2 {
 			t.Fatalf("za holds %d statuses, want 2 (emptied between passes)", za)

@@ -55,7 +55,6 @@ import (
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
-	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podutil"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
@@ -456,7 +455,7 @@ func (r *Runner) evict(ctx context.Context, key string, s Scheduled) error {
 	}
 	zone := "unknown"
 	if n, ok := r.cache.Node(s.Node); ok {
-		zone = lifecycle.ZoneName(lifecycle.ZoneKey(n.GetMetadata().GetLabels()))
+		zone = nodemodel.ZoneName(nodemodel.ZoneKey(n.GetMetadata().GetLabels()))
 	}
 	r.mu.Lock()
 	r.eventLocked(ctx, r.cfg.Now(), pe.Pod, "Normal", "Marking for deletion Pod "+key)
