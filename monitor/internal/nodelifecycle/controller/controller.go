@@ -659,26 +659,10 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 	judgedBefore := st.judged
 	st.judged = true
 	rec := &st.rec
-	lv := c.live.Node(name)
-	var leaseRenew time.Time
-	if v.Lease != nil && v.Lease.GetSpec().GetRenewTime() != nil {
-		leaseRenew = v.Lease.GetSpec().GetRenewTime().AsTime()
-	}
-	// A checkpoint in etcd lags the live feed by up to the collector's
-	// checkpoint interval. Both renewTimes come from the same reporter's
-	// clock, so they compare: a checkpoint that is not newer than what the
-	// feed already delivered is old news, not a heartbeat, and must not
-	// restart the grace period (it would delay detection of a dead node).
-	// The feed's renewal is then dated by its arrival, not by this pass.
-	var leaseObservedAt time.Time
-	if !lv.RenewTime.IsZero() && !lv.RenewTime.Before(leaseRenew) {
-		leaseRenew, leaseObservedAt = lv.RenewTime, lv.ObservedAt
-	}
+	hb := liveness.Merge(c.live.Node(name), v.Lease, v.Status, liveness.Grants{Since: c.leaderSince, Epoch: c.epoch})
 	before := rec.LeaseRenew
 	res := lifecycle.Evaluate(c.cfg.Lifecycle, now, rec, lifecycle.Input{
-		Node: v.Node, Reported: v.Status, Overrides: v.health.GetConditionOverrides(),
-		LeaseRenew: leaseRenew, LeaseObservedAt: leaseObservedAt, FeedRenewals: lv.Renewals, FeedObservedAt: lv.ObservedAt, GraceEpoch: c.epoch + lv.Epoch,
-		FreshSince: c.leaderSince, Paused: lv.Paused, FeedBlind: lv.Blind, QuietUntil: lv.QuietUntil,
+		Node: v.Node, Reported: v.Status, Overrides: v.health.GetConditionOverrides(), Heartbeat: hb,
 	})
 	if rec.LeaseRenew.After(before) && !before.IsZero() {
 		c.lastLease = now
@@ -711,8 +695,8 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 			// benchmark) can tell a dead reporter from a late feed.
 			c.lg.Warn("node missed its grace period; conditions marked Unknown", zap.String("node", name),
 				zap.Time("lastProbe", rec.Probe), zap.Duration("grace", res.Grace),
-				zap.String("feed", lv.Collector), zap.Time("feedObservedAt", lv.ObservedAt), zap.Duration("feedBlind", lv.Blind),
-				zap.Time("quietUntil", lv.QuietUntil))
+				zap.String("feed", hb.Collector), zap.Time("feedObservedAt", hb.ObservedAt), zap.Duration("feedBlind", hb.Blind),
+				zap.Time("quietUntil", hb.QuietUntil))
 		}
 	}
 	current := res.Current
