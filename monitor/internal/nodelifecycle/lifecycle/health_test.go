@@ -64,7 +64,7 @@ func (s *sim) at(now time.Time) Result {
 func (s *sim) heartbeat() liveness.Heartbeat {
 	return liveness.Heartbeat{LeaseRenew: s.lease, LeaseObservedAt: s.leaseAt, Renewals: s.feed, ObservedAt: s.feedAt,
 		StatusHeartbeat: liveness.Merge(liveness.Node{}, nil, s.st, liveness.Grants{}).StatusHeartbeat,
-		Epoch: s.epoch, Held: s.paused, FreshSince: s.fresh, Blind: s.blind, QuietUntil: s.quiet}
+		Epoch:           s.epoch, Held: s.paused, FreshSince: s.fresh, Blind: s.blind, QuietUntil: s.quiet}
 }
 
 func ready(r Result) string { return r.Current.GetStatus() }
