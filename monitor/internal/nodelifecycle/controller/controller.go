@@ -27,13 +27,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
@@ -111,6 +109,9 @@ type nodeState struct {
 	zone     string
 	excluded bool
 	metaRev  int64
+	// queue is the zone's taint queue (Controller.queues[zone]), kept so
+	// that judging a node does not look its zone up again.
+	queue *lifecycle.RateLimitedQueue
 	// rec is the lifecycle record, valid once judged.
 	rec    lifecycle.Record
 	judged bool
@@ -138,15 +139,14 @@ func (st *nodeState) zoneOf(v view) (string, bool) {
 // Controller runs the lifecycle rules.
 type Controller struct {
 	// passEntries is Pass's list of every node, reused pass after pass, as
-	// are passZones (each zone's Ready statuses, emptied) and blankHealth
-	// (the working record of a node without one; see judgeLocked). A pass
-	// looks at every node every few seconds; built afresh each time, these
-	// were half of the leader's garbage. passGen numbers the passes
-	// (nodeState.seen).
+	// are passZones (each zone's Ready statuses, emptied). A pass looks at
+	// every node every few seconds; built afresh each time, these were half
+	// of the leader's garbage. (The judge decides a node's record as a
+	// lifecycle.Health value, and a NodeHealth is built only for a node
+	// whose record changes.) passGen numbers the passes (nodeState.seen).
 	passEntries []cache.Entry
 	passGen     uint64
 	passZones   map[string][]string
-	blankHealth nodev1.NodeHealth
 
 	cfg   Config
 	store nodestore.Store
@@ -357,8 +357,7 @@ func (c *Controller) begin(f nodestore.Fence, now time.Time) {
 	c.nodes = make(map[string]*nodeState, len(entries))
 	for _, e := range entries {
 		z := nodemodel.ZoneKey(e.Node.GetMetadata().GetLabels())
-		c.nodes[e.Name] = &nodeState{zone: z}
-		c.queueLocked(z, now)
+		c.nodes[e.Name] = &nodeState{zone: z, queue: c.queueLocked(z, now)}
 	}
 	c.m.leader.Set(1)
 	c.m.leaderChanges.Inc()
@@ -625,12 +624,14 @@ func (c *Controller) NodeUpdates(ctx context.Context, cursor cache.Version) (cac
 	return cursor, nil
 }
 
-// judgeLocked applies the rules to one node, in memory. It returns the
-// node's health record when it must be written, and the node when its pods
-// may need marking (§6.3).
+// judgeLocked judges one node in memory: it gathers the judge's input (the
+// node as the leader sees it, what liveness heard, the node's record), calls
+// lifecycle.Judge and applies the decision to the leader's own state
+// (records, zone queues, events, metrics). It returns the node's health
+// record when it must be written, and the node when its pods may need
+// marking (§6.3).
 func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]string, stale *int) (*healthWrite, *podCheck) {
 	name := v.Name
-	stored := v.health
 	st := c.nodes[name]
 	known := st != nil
 	if !known {
@@ -638,33 +639,32 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 		c.nodes[name] = st
 	}
 	st.seen = c.passGen
-	old := st.zone
+	old, oldQueue := st.zone, st.queue
 	zone, excluded := st.zoneOf(v)
 	if !known {
 		c.lg.Info("new node", zap.String("node", name), zap.String("zone", nodemodel.ZoneName(zone)))
-		c.eventLocked(now, name, v.Node.GetMetadata().GetUid(), "Normal", "RegisteredNode", fmt.Sprintf("Registered Node %s in Controller", name))
-		c.queueLocked(zone, now)
-		// Leftover NoExecute taints of a re-registered node go (markNodeAsReachable).
-		if h, changed := c.removeNoExecuteLocked(now, v); changed {
-			v.health = h
-			v.Node = nodemodel.Merge(v.Meta, v.Status, h)
+	}
+	if !known || old != zone || oldQueue == nil {
+		if old != zone && oldQueue != nil {
+			oldQueue.Remove(name)
 		}
-	} else if old != zone {
-		if q := c.queues[old]; q != nil {
-			q.Remove(name)
-		}
-		c.queueLocked(zone, now)
+		st.queue = c.queueLocked(zone, now)
 	}
 
+	hb := liveness.Merge(c.live.Node(name), v.Lease, v.Status, liveness.Grants{Since: c.leaderSince, Epoch: c.epoch})
+	d := lifecycle.Judge(c.cfg.Lifecycle, now, lifecycle.JudgeInput{
+		Name: name, Meta: v.Meta, Status: v.Status, Health: v.health, Node: v.Node,
+		Heartbeat: hb, Record: st.rec, New: !known, PodRetry: c.podRetry[name],
+	})
 	judgedBefore := st.judged
 	st.judged = true
-	rec := &st.rec
-	hb := liveness.Merge(c.live.Node(name), v.Lease, v.Status, liveness.Grants{Since: c.leaderSince, Epoch: c.epoch})
-	before := rec.LeaseRenew
-	res := lifecycle.Evaluate(c.cfg.Lifecycle, now, rec, lifecycle.Input{
-		Node: v.Node, Reported: v.Status, Overrides: v.health.GetConditionOverrides(), Heartbeat: hb,
-	})
-	if rec.LeaseRenew.After(before) && !before.IsZero() {
+	st.rec = d.Record
+	rec, res := &st.rec, &d.Result
+	uid := v.Node.GetMetadata().GetUid()
+	for _, ev := range d.Events {
+		c.eventLocked(now, name, uid, ev.Type, ev.Reason, ev.Message)
+	}
+	if d.LeaseAdvanced {
 		c.lastLease = now
 	}
 	age := now.Sub(rec.Probe)
@@ -672,35 +672,18 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 	if age > c.cfg.Lifecycle.GracePeriod/2 {
 		*stale++
 	}
-
-	// A node without a stored record (nearly all of them) starts from the
-	// controller's blank one, refilled here and copied only if it is to be
-	// written: nothing below keeps h past this call but the healthWrite.
-	var h *nodev1.NodeHealth
-	if v.health == nil {
-		proto.Reset(&c.blankHealth)
-		c.blankHealth.NodeName = name
-		h = &c.blankHealth
-	} else {
-		h = workingHealth(v.health, name)
+	if res.Recovered {
+		c.lg.Info("node heard again; Unknown overrides lifted", zap.String("node", name))
 	}
-	if res.Changed {
-		h.ConditionOverrides = res.Overrides
-		if res.Recovered {
-			h.RecoveryTime = nodemodel.Timestamp(now)
-			c.lg.Info("node heard again; Unknown overrides lifted", zap.String("node", name))
-		}
-		if res.Marked {
-			// What the live feed last said of it, so an operator (or a
-			// benchmark) can tell a dead reporter from a late feed.
-			c.lg.Warn("node missed its grace period; conditions marked Unknown", zap.String("node", name),
-				zap.Time("lastProbe", rec.Probe), zap.Duration("grace", res.Grace),
-				zap.String("feed", hb.Collector), zap.Time("feedObservedAt", hb.ObservedAt), zap.Duration("feedBlind", hb.Blind),
-				zap.Time("quietUntil", hb.QuietUntil))
-		}
+	if res.Marked {
+		// What the live feed last said of it, so an operator (or a
+		// benchmark) can tell a dead reporter from a late feed.
+		c.lg.Warn("node missed its grace period; conditions marked Unknown", zap.String("node", name),
+			zap.Time("lastProbe", rec.Probe), zap.Duration("grace", res.Grace),
+			zap.String("feed", hb.Collector), zap.Time("feedObservedAt", hb.ObservedAt), zap.Duration("feedBlind", hb.Blind),
+			zap.Time("quietUntil", hb.QuietUntil))
 	}
-	current := res.Current
-	curStatus := current.GetStatus()
+	curStatus := res.Current.GetStatus()
 	if !excluded {
 		zones[zone] = append(zones[zone], curStatus)
 	}
@@ -710,52 +693,31 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 	st.ready = curStatus
 	c.noteDeadlineLocked(rec, res.Grace, curStatus)
 
-	// NoSchedule condition taints follow the conditions after this pass.
-	// (Only types and statuses matter here: no need to build the served
-	// node, which cost a third of a pass's CPU at 100,000 nodes.)
-	desired := lifecycle.DesiredNoScheduleTaints(nodemodel.EffectiveConditions(v.Status, h), v.Meta.GetSpec().GetUnschedulable())
-	h.Taints, _ = lifecycle.ReconcileNoSchedule(h.Taints, v.Meta.GetSpec().GetTaints(), desired)
-
-	// NoExecute taints follow the Ready condition as read (spec §6.5), so
-	// the taint trails the Unknown flip by one pass, as upstream.
-	var pods *podCheck
-	if current != nil {
-		q := c.queueLocked(zone, now)
-		action, forget := lifecycle.DecideNoExecute(res.Observed.GetStatus(), v.Node.GetSpec().GetTaints())
-		switch action {
-		case lifecycle.SwapToNotReady:
-			h.Taints, _ = lifecycle.SwapTaints(now, h.Taints, []*nodev1.Taint{lifecycle.NotReadyNoExecute}, []*nodev1.Taint{lifecycle.UnreachableNoExecute})
-		case lifecycle.SwapToUnreachable:
-			h.Taints, _ = lifecycle.SwapTaints(now, h.Taints, []*nodev1.Taint{lifecycle.UnreachableNoExecute}, []*nodev1.Taint{lifecycle.NotReadyNoExecute})
-		case lifecycle.Enqueue:
-			if forget {
-				q.Remove(name)
-			}
-			if q.Add(name, v.Node.GetMetadata().GetUid(), now) {
-				if ce := c.lg.Check(zap.DebugLevel, "node not ready; queued for a NoExecute taint"); ce != nil {
-					ce.Write(zap.String("node", name), zap.String("ready", res.Observed.GetStatus()), zap.String("zone", nodemodel.ZoneName(zone)))
-				}
-			}
-		case lifecycle.MarkReachable:
-			h.Taints, _ = lifecycle.SwapTaints(now, h.Taints, nil, []*nodev1.Taint{lifecycle.NotReadyNoExecute, lifecycle.UnreachableNoExecute})
+	switch q := st.queue; d.Queue {
+	case lifecycle.QueueForgetAndAdd, lifecycle.QueueAdd:
+		if d.Queue == lifecycle.QueueForgetAndAdd {
 			q.Remove(name)
 		}
-		observed := res.Observed.GetStatus()
-		if observed == nodemodel.True && curStatus != nodemodel.True {
-			c.eventLocked(now, name, v.Node.GetMetadata().GetUid(), "Normal", "NodeNotReady", fmt.Sprintf("Node %s status is now: NodeNotReady", name))
+		if q.Add(name, uid, now) {
+			if ce := c.lg.Check(zap.DebugLevel, "node not ready; queued for a NoExecute taint"); ce != nil {
+				ce.Write(zap.String("node", name), zap.String("ready", res.Observed.GetStatus()), zap.String("zone", nodemodel.ZoneName(zone)))
+			}
 		}
-		if observed == nodemodel.True && curStatus != nodemodel.True || c.podRetry[name] && curStatus != nodemodel.True {
-			pods = &podCheck{node: name, observed: observed, current: curStatus}
-		} else {
-			delete(c.podRetry, name)
-		}
+	case lifecycle.QueueRemove:
+		q.Remove(name)
 	}
-	if healthEqual(h, stored) {
+	var pods *podCheck
+	switch d.Pods {
+	case lifecycle.PodsMark:
+		pods = &podCheck{node: name, observed: res.Observed.GetStatus(), current: curStatus}
+	case lifecycle.PodsForget:
+		delete(c.podRetry, name)
+	}
+	if !d.Write {
 		return nil, pods
 	}
-	if h == &c.blankHealth {
-		h = workingHealth(h, name) // its own copy: the blank is refilled for the next node
-	}
+	h := &nodev1.NodeHealth{NodeName: name, ConditionOverrides: d.Health.Overrides, Taints: d.Health.Taints, RecoveryTime: d.Health.RecoveryTime,
+		UpdateTime: v.health.GetUpdateTime(), Leader: v.health.GetLeader()}
 	return &healthWrite{name: name, h: h, baseRev: v.healthRev}, pods
 }
 
@@ -789,24 +751,6 @@ func workingHealth(h *nodev1.NodeHealth, name string) *nodev1.NodeHealth {
 		RecoveryTime: h.GetRecoveryTime(), UpdateTime: h.GetUpdateTime(), Leader: h.GetLeader()}
 }
 
-// healthEmpty: a record that says nothing, the same as no record.
-func healthEmpty(h *nodev1.NodeHealth) bool {
-	return len(h.GetConditionOverrides()) == 0 && len(h.GetTaints()) == 0 && h.GetRecoveryTime() == nil
-}
-
-// healthEqual compares what matters of two records (not who wrote them
-// when), field by field: it runs for every node on every pass.
-func healthEqual(a, b *nodev1.NodeHealth) bool {
-	if b == nil {
-		return healthEmpty(a)
-	}
-	return slices.EqualFunc(a.GetConditionOverrides(), b.GetConditionOverrides(), equalMsg[*nodev1.NodeCondition]) &&
-		slices.EqualFunc(a.GetTaints(), b.GetTaints(), equalMsg[*nodev1.Taint]) &&
-		proto.Equal(a.GetRecoveryTime(), b.GetRecoveryTime())
-}
-
-func equalMsg[M proto.Message](x, y M) bool { return proto.Equal(x, y) }
-
 // writeHealthLocked stores decided health records: one op per node, each
 // fenced by the leader key and conditional on the record the decision was
 // based on (so a concurrent DeleteNode is never undone), in Txns of up to
@@ -823,7 +767,7 @@ func (c *Controller) writeHealthLocked(ctx context.Context, writes []*healthWrit
 	now := nodemodel.Timestamp(c.cfg.Now())
 	ops := make([]nodestore.Op, len(writes))
 	for i, w := range writes {
-		if healthEmpty(w.h) && w.baseRev != 0 {
+		if lifecycle.HealthOf(w.h).Empty() && w.baseRev != 0 {
 			// Nothing to remember (no overrides, taints or recovery time):
 			// delete the record rather than keep an empty one. A missing
 			// record means exactly that, and at fleet scale the key costs
