@@ -239,7 +239,7 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 	}
 
 	hb := liveness.Merge(c.live.Node(name), v.Lease, v.Status, liveness.Grants{Since: c.leaderSince, Epoch: c.epoch})
-	d := lifecycle.Judge(c.cfg.Lifecycle, now, lifecycle.JudgeInput{
+	d := lifecycle.Judge(c.cfg.Lifecycle, now, &lifecycle.JudgeInput{
 		Name: name, Meta: v.Meta, Status: v.Status, Health: v.health, Node: v.Node,
 		Heartbeat: hb, Record: st.rec, New: !known, PodRetry: c.podRetry[name],
 	})

@@ -102,7 +102,7 @@ func ts(t interface{ AsTime() time.Time }) time.Time {
 // condition first, then heartbeats (lease, feed, status) advance the probe,
 // fresh-grace grants are applied, overrides are lifted on new evidence, and
 // only then is the probe compared with the grace period.
-func Evaluate(cfg Config, now time.Time, rec *Record, in Input) Result {
+func Evaluate(cfg Config, now time.Time, rec *Record, in *Input) Result {
 	node, hb := in.Node, &in.Heartbeat
 	created := ts(node.GetMetadata().GetCreationTimestamp())
 	ready := nodemodel.FindCondition(node.GetStatus().GetConditions(), nodemodel.Ready)

@@ -51,7 +51,7 @@ type sim struct {
 }
 
 func (s *sim) at(now time.Time) Result {
-	r := Evaluate(s.cfg, now, &s.rec, Input{
+	r := Evaluate(s.cfg, now, &s.rec, &Input{
 		Node: nodeWith(s.st, s.overrides), Reported: s.st, Overrides: s.overrides, Heartbeat: s.heartbeat(),
 	})
 	s.overrides = r.Overrides
@@ -137,7 +137,7 @@ func TestStartupGrace(t *testing.T) {
 	}
 	evalAt := func(s *sim, now time.Time) Result {
 		meta := &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: "n1", CreationTimestamp: nodemodel.Timestamp(created)}}
-		r := Evaluate(s.cfg, now, &s.rec, Input{Node: nodemodel.Merge(meta, s.st, &nodev1.NodeHealth{ConditionOverrides: s.overrides}),
+		r := Evaluate(s.cfg, now, &s.rec, &Input{Node: nodemodel.Merge(meta, s.st, &nodev1.NodeHealth{ConditionOverrides: s.overrides}),
 			Reported: s.st, Overrides: s.overrides, Heartbeat: s.heartbeat()})
 		s.overrides = r.Overrides
 		return r

@@ -124,8 +124,9 @@ type Decision struct {
 // Judge applies spec §6.2-§6.5 to one node at now: the grace-period rule
 // (Evaluate), the NoSchedule condition taints, the NoExecute taint decision
 // and the pod marking, in that order. It is pure: the controller gathers
-// the input and applies the decision.
-func Judge(cfg Config, now time.Time, in JudgeInput) Decision {
+// the input and applies the decision. (in is a pointer only because the
+// pass judges every node every few seconds; Judge never modifies it.)
+func Judge(cfg Config, now time.Time, in *JudgeInput) Decision {
 	d := Decision{Record: in.Record, Health: HealthOf(in.Health)}
 	node := in.Node
 	if in.New {
@@ -140,7 +141,7 @@ func Judge(cfg Config, now time.Time, in JudgeInput) Decision {
 	}
 
 	before := d.Record.LeaseRenew
-	res := Evaluate(cfg, now, &d.Record, Input{Node: node, Reported: in.Status, Overrides: d.Health.Overrides, Heartbeat: in.Heartbeat})
+	res := Evaluate(cfg, now, &d.Record, &Input{Node: node, Reported: in.Status, Overrides: d.Health.Overrides, Heartbeat: in.Heartbeat})
 	d.Result = res
 	d.LeaseAdvanced = d.Record.LeaseRenew.After(before) && !before.IsZero()
 	if res.Changed {

@@ -72,10 +72,10 @@ type judgeNode struct {
 	podRetry  bool
 }
 
-func (n judgeNode) input() JudgeInput {
+func (n judgeNode) input() *JudgeInput {
 	meta := &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: "n1", Uid: "n1-uid", CreationTimestamp: nodemodel.Timestamp(t0.Add(-time.Hour))},
 		Spec: &nodev1.NodeSpec{Taints: n.user}}
-	return JudgeInput{Name: "n1", Meta: meta, Status: n.status, Health: n.health, Node: nodemodel.Merge(meta, n.status, n.health),
+	return &JudgeInput{Name: "n1", Meta: meta, Status: n.status, Health: n.health, Node: nodemodel.Merge(meta, n.status, n.health),
 		Heartbeat: n.heartbeat, Record: n.rec, New: n.fresh, PodRetry: n.podRetry}
 }
 
