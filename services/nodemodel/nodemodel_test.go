@@ -237,3 +237,29 @@ func TestMergeSharedServesMergeWithoutTouchingItsParts(t *testing.T) {
 		})
 	}
 }
+
+// The zone key prefers the legacy failure-domain labels, falls back to the
+// topology ones, and renders as "region/zone" (or "zone" alone).
+func TestZoneKeyAndName(t *testing.T) {
+	for _, tc := range []struct {
+		labels    map[string]string
+		key, name string
+	}{
+		{nil, "", ""},
+		{map[string]string{LabelZone: "a", LabelRegion: "r"}, "r\x00a", "r/a"},
+		{map[string]string{LabelZoneLegacy: "old", LabelZone: "new"}, "\x00old", "old"},
+		{map[string]string{LabelRegionLegacy: "r1", LabelZone: "z"}, "r1\x00z", "r1/z"},
+		{map[string]string{LabelRegion: "r"}, "r\x00", "r/"},
+	} {
+		key := ZoneKey(tc.labels)
+		if key != tc.key {
+			t.Errorf("ZoneKey(%v) = %q, want %q", tc.labels, key, tc.key)
+		}
+		if got := ZoneName(key); got != tc.name {
+			t.Errorf("ZoneName(%q) = %q, want %q", key, got, tc.name)
+		}
+	}
+	if got := ZoneName("no-separator"); got != "no-separator" {
+		t.Errorf("ZoneName without a separator = %q", got)
+	}
+}

@@ -19,8 +19,8 @@ import (
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
-	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/liveness"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/zones"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/admission"
 	"github.com/nodepulse/nodepulse/services/grpcserver"
 	"github.com/nodepulse/nodepulse/services/identity/devca"
@@ -407,7 +407,7 @@ func TestExplainWords(t *testing.T) {
 		Status: &nodev1.NodeStatus{Conditions: []*nodev1.NodeCondition{{Type: nodemodel.Ready, Status: nodemodel.Unknown,
 			Reason: nodemodel.ReasonNodeStatusUnknown, LastTransitionTime: nodemodel.Timestamp(time.Date(2026, 7, 1, 12, 3, 10, 0, time.Local))}}}}
 	lease := &nodev1.Lease{Spec: &nodev1.LeaseSpec{RenewTime: nodemodel.Timestamp(time.Date(2026, 7, 1, 12, 2, 30, 0, time.Local))}}
-	f := NodeFacts{Leading: true, Known: true, Zone: "\x00eu-1a", ZoneState: lifecycle.ZoneNormal, ZoneQPS: 0.1,
+	f := NodeFacts{Leading: true, Known: true, Zone: "\x00eu-1a", ZoneState: zones.Normal, ZoneQPS: 0.1,
 		Queued: true, QueueLen: 1, QueuedAt: now, NextToken: 4 * time.Second}
 	sum, details := Explain(now, n, lease, liveness.Node{}, f, "")
 	if sum != "Unknown since 12:03:10 because the lease stopped at 12:02:30" {

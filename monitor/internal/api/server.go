@@ -27,6 +27,7 @@ import (
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/liveness"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/zones"
 	"github.com/nodepulse/nodepulse/services/identity"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
@@ -65,7 +66,7 @@ type NodeFacts struct {
 	Grace                                               time.Duration
 	// Zone key, state and the taint rate of its queue.
 	Zone      string
-	ZoneState lifecycle.ZoneState
+	ZoneState zones.State
 	ZoneQPS   float64
 	// Queued: waiting in the zone queue at Position (0 = next); NextToken is
 	// when the limiter grants its next token (-1: never).
@@ -545,7 +546,7 @@ func Explain(now time.Time, n *nodev1.Node, lease *nodev1.Lease, lv liveness.Nod
 		}
 		state := string(f.ZoneState)
 		if state == "" {
-			state = string(lifecycle.ZoneInitial)
+			state = string(zones.Initial)
 		}
 		d = append(d, fmt.Sprintf("zone %s is %s; its NoExecute taint queue holds %d node(s), %s", zone, state, f.QueueLen, rate))
 		if f.Queued {

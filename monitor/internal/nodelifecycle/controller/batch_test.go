@@ -74,10 +74,7 @@ func (s *countingStore) reset() {
 // free while the writes wait for the store.
 func TestPassBatchesWritesOverManyNodes(t *testing.T) {
 	const nodes = 5000
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		f := newFleet(t, ctx)
+	fleetTest(t, func(t *testing.T, ctx context.Context, f *fleet) {
 		cs := &countingStore{Store: f.store}
 		cs.reset()
 		ctl, err := New(testConfig("a"), cs, f.cache, f.live, zap.NewNop(), nil)
@@ -88,15 +85,7 @@ func TestPassBatchesWritesOverManyNodes(t *testing.T) {
 		chunk := cs.MaxOps() - 1 // one compare is the fence
 		maxTxns := (nodes + chunk - 1) / chunk
 
-		sess, err := cs.NewSession(ctx, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := cs.Campaign(ctx, sess, ElectionName, "a")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctl.begin(l.Fence(), time.Now())
+		takeOver(t, ctx, cs, ctl, 10*time.Second)
 
 		// 5,000 nodes register after the takeover (no lease: nobody renews).
 		now := time.Now()
@@ -211,8 +200,6 @@ func TestPassBatchesWritesOverManyNodes(t *testing.T) {
 		if r := f.ready("n-02500"); r.GetStatus() != nodemodel.Unknown {
 			t.Fatalf("n-02500 after the next pass: %v", r)
 		}
-		cancel()
-		synctest.Wait()
 	})
 }
 

@@ -20,25 +20,28 @@
 //     against a fresh now), then writes the changed health records in fenced
 //     Txns of up to MaxOps nodes with mu released, so readers never wait for
 //     etcd; events are queued and written by their own goroutine.
+//
+// Where things are: controller.go the type, Run and leadership; pass.go the
+// health pass (gather each node's input, lifecycle.Judge, apply the
+// decision); sweep.go the deadline sweeps between passes; writes.go the
+// fenced health writes; zones.go the zone taint queues and zone states;
+// pods.go the pod marking of §6.3; events.go, explain.go, metrics.go.
 package controller
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 
-	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/liveness"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/zones"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 )
@@ -92,11 +95,6 @@ type Liveness interface {
 	AllStale() bool
 }
 
-type pendingHealth struct {
-	h   *nodev1.NodeHealth // nil: deleted
-	rev int64
-}
-
 // nodeState is what the leader keeps of one node between passes. It is one
 // map entry so that judging a node looks its name up once: a pass judges
 // every node every few seconds, and at 100,000 nodes the lookups in the
@@ -110,6 +108,9 @@ type nodeState struct {
 	zone     string
 	excluded bool
 	metaRev  int64
+	// queue is the zone's taint queue (Controller.queues[zone]), kept so
+	// that judging a node does not look its zone up again.
+	queue *lifecycle.RateLimitedQueue
 	// rec is the lifecycle record, valid once judged.
 	rec    lifecycle.Record
 	judged bool
@@ -127,8 +128,8 @@ type nodeState struct {
 func (st *nodeState) zoneOf(v view) (string, bool) {
 	if st.metaRev == 0 || st.metaRev != v.MetaRev {
 		labels := v.Node.GetMetadata().GetLabels()
-		st.zone = lifecycle.ZoneKeyReusing(labels, st.zone)
-		st.excluded = lifecycle.ExcludedFromDisruption(labels)
+		st.zone = zones.KeyReusing(labels, st.zone)
+		st.excluded = zones.Excluded(labels)
 		st.metaRev = v.MetaRev
 	}
 	return st.zone, st.excluded
@@ -137,15 +138,14 @@ func (st *nodeState) zoneOf(v view) (string, bool) {
 // Controller runs the lifecycle rules.
 type Controller struct {
 	// passEntries is Pass's list of every node, reused pass after pass, as
-	// are passZones (each zone's Ready statuses, emptied) and blankHealth
-	// (the working record of a node without one; see judgeLocked). A pass
-	// looks at every node every few seconds; built afresh each time, these
-	// were half of the leader's garbage. passGen numbers the passes
-	// (nodeState.seen).
+	// are passZones (each zone's Ready statuses, emptied). A pass looks at
+	// every node every few seconds; built afresh each time, these were half
+	// of the leader's garbage. (The judge decides a node's record as a
+	// lifecycle.Health value, and a NodeHealth is built only for a node
+	// whose record changes.) passGen numbers the passes (nodeState.seen).
 	passEntries []cache.Entry
 	passGen     uint64
 	passZones   map[string][]string
-	blankHealth nodev1.NodeHealth
 
 	cfg   Config
 	store nodestore.Store
@@ -162,7 +162,7 @@ type Controller struct {
 	// nodes: what the leader keeps of every node it knows (see nodeState).
 	nodes      map[string]*nodeState
 	queues     map[string]*lifecycle.RateLimitedQueue
-	disruption lifecycle.Disruption
+	disruption zones.Disruption
 	pending    map[string]pendingHealth
 	epoch      uint64
 	lastLease  time.Time
@@ -341,7 +341,7 @@ func (c *Controller) begin(f nodestore.Fence, now time.Time) {
 	defer c.mu.Unlock()
 	c.leading, c.fence, c.leaderSince, c.paused = true, f, now, ""
 	c.queues = map[string]*lifecycle.RateLimitedQueue{}
-	c.disruption = lifecycle.Disruption{}
+	c.disruption = zones.Disruption{}
 	c.pending = map[string]pendingHealth{}
 	c.podRetry = map[string]bool{}
 	c.lastLease = now
@@ -355,9 +355,8 @@ func (c *Controller) begin(f nodestore.Fence, now time.Time) {
 	entries, _ := c.cache.Entries()
 	c.nodes = make(map[string]*nodeState, len(entries))
 	for _, e := range entries {
-		z := lifecycle.ZoneKey(e.Node.GetMetadata().GetLabels())
-		c.nodes[e.Name] = &nodeState{zone: z}
-		c.queueLocked(z, now)
+		z := nodemodel.ZoneKey(e.Node.GetMetadata().GetLabels())
+		c.nodes[e.Name] = &nodeState{zone: z, queue: c.queueLocked(z, now)}
 	}
 	c.m.leader.Set(1)
 	c.m.leaderChanges.Inc()
@@ -376,15 +375,6 @@ func (c *Controller) end() {
 	c.m.paused.Set(0)
 	c.m.zoneState.Reset()
 	c.m.queueDepth.Reset()
-}
-
-func (c *Controller) queueLocked(zone string, now time.Time) *lifecycle.RateLimitedQueue {
-	q := c.queues[zone]
-	if q == nil {
-		q = lifecycle.NewRateLimitedQueue(c.cfg.Lifecycle.EvictionRate, now)
-		c.queues[zone] = q
-	}
-	return q
 }
 
 // Fence returns the current leadership's fence, if leading.
@@ -425,578 +415,4 @@ func (c *Controller) Paused() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.paused
-}
-
-// view is one node as the leader sees it: the cache overlaid with its own
-// writes the watch has not delivered yet.
-type view struct {
-	cache.Entry
-	health    *nodev1.NodeHealth
-	healthRev int64
-}
-
-func (c *Controller) viewLocked(e cache.Entry, cacheRev int64) view {
-	v := view{Entry: e, health: e.Health, healthRev: e.HealthRev}
-	if p, ok := c.pending[e.Name]; ok {
-		if p.rev > cacheRev {
-			v.health, v.healthRev = p.h, p.rev
-			if p.h == nil {
-				v.healthRev = 0 // deleted: the next write creates it
-			}
-			v.Node = nodemodel.Merge(e.Meta, e.Status, p.h)
-		} else {
-			delete(c.pending, e.Name)
-		}
-	}
-	return v
-}
-
-// checkPause decides whether the leader may judge now; it returns the
-// reason when it may not.
-func (c *Controller) checkPause(now time.Time) string {
-	if age := now.Sub(c.cache.LastBatch()); age > c.cfg.WatchStaleAfter {
-		return fmt.Sprintf("etcd watch silent for %s (bound %s)", age.Round(time.Millisecond), c.cfg.WatchStaleAfter)
-	}
-	if c.live.AllStale() && now.Sub(c.lastLease) > c.cfg.WatchStaleAfter {
-		return "every collector feed is stale and no lease advanced in etcd"
-	}
-	return ""
-}
-
-// healthWrite is one node's health record as decided, and the ModRevision of
-// the record the decision was based on (0: there was none).
-type healthWrite struct {
-	name    string
-	h       *nodev1.NodeHealth
-	baseRev int64
-}
-
-// judgeChunk nodes are judged between two chances for readers to take mu.
-const judgeChunk = 1024
-
-// podCheck is a node whose pods may need marking after the pass (§6.3).
-type podCheck struct{ node, observed, current string }
-
-// Pass runs one health pass (spec §6.2-§6.6). Exported for tests.
-//
-// It decides for every node in memory, each node against the clock read
-// when it is judged (a pass over 100,000 nodes takes a while, and evidence
-// sampled late must not be dated at the pass start), then writes every
-// changed health record in batched fenced Txns with mu released.
-func (c *Controller) Pass(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.leading {
-		return nil
-	}
-	now := c.cfg.Now()
-	if reason := c.checkPause(now); reason != "" {
-		if c.paused == "" {
-			c.lg.Warn("judgement paused: the monitor's own view is stale; no node will be marked until it is fresh again", zap.String("reason", reason))
-		}
-		c.paused = reason
-		c.m.paused.Set(1)
-		return nil
-	}
-	if c.paused != "" {
-		c.epoch++
-		c.lg.Info("judgement resumed; every node gets a fresh grace period", zap.String("pausedBecause", c.paused))
-		c.paused = ""
-		c.m.paused.Set(0)
-	}
-
-	// One slice for every pass (only Run calls Pass), emptied at the end so
-	// it holds no node after the pass.
-	entries, cacheRev := c.cache.AppendEntries(c.passEntries[:0])
-	c.passEntries = entries
-	defer clear(c.passEntries)
-	// Every node judged from here on is stamped with this pass; a known
-	// node left unstamped at the end is gone.
-	c.passGen++
-	// The zones of the last pass with their slices emptied; a zone left
-	// without nodes is dropped before the disruption states are updated,
-	// which treat a zone that is absent as gone.
-	zones := make(map[string][]string, len(c.passZones))
-	for z, st := range c.passZones {
-		zones[z] = st[:0]
-	}
-	plan := map[string]*healthWrite{}
-	var writes []*healthWrite
-	var pods []podCheck
-	stale := 0
-	for i, e := range entries {
-		if i > 0 && i%judgeChunk == 0 {
-			// Let readers (API, readiness, evictor) and the deadline
-			// sweeper in between chunks. A node the sweeper marks meanwhile
-			// is seen by the rest of this pass through pending; if this pass
-			// judged it already, one of the two writes conflicts and the
-			// node is decided again from fresh data.
-			c.mu.Unlock()
-			c.mu.Lock()
-		}
-		v := c.viewLocked(e, cacheRev)
-		w, pc := c.judgeLocked(c.cfg.Now(), v, zones, &stale)
-		if w != nil {
-			plan[w.name] = w
-			writes = append(writes, w)
-		}
-		if pc != nil {
-			pods = append(pods, *pc)
-		}
-	}
-	now = c.cfg.Now()
-	for name, st := range c.nodes {
-		if st.seen == c.passGen {
-			continue
-		}
-		c.lg.Info("node deleted", zap.String("node", name))
-		c.eventLocked(now, name, "", "Normal", "RemovingNode", fmt.Sprintf("Removing Node %s from Controller", name))
-		delete(c.nodes, name)
-		if q := c.queues[st.zone]; q != nil {
-			q.Remove(name)
-		}
-	}
-	c.m.staleHB.Set(float64(stale))
-	maps.DeleteFunc(zones, func(_ string, st []string) bool { return len(st) == 0 })
-	c.passZones = zones
-	writes = c.disruptionLocked(now, entries, cacheRev, zones, plan, writes)
-
-	firstErr := c.writeHealthLocked(ctx, writes, true)
-	if errors.Is(firstErr, errLost) {
-		return firstErr
-	}
-	// Pods follow their node's flip after its health record is written.
-	for _, pc := range pods {
-		if err := c.podsAfterPassLocked(ctx, c.cfg.Now(), pc.node, pc.observed, pc.current); err != nil {
-			return err
-		}
-	}
-	c.gcOrphansLocked(ctx)
-	for z, q := range c.queues {
-		c.m.queueDepth.WithLabelValues(lifecycle.ZoneName(z)).Set(float64(q.Len()))
-	}
-	return firstErr
-}
-
-// NodeUpdates reconciles the NoSchedule condition taints of every node
-// changed after cursor and returns the new cursor. Exported for tests.
-func (c *Controller) NodeUpdates(ctx context.Context, cursor cache.Version) (cache.Version, error) {
-	changes, _, err := c.cache.ChangesAfter(cursor, 10000)
-	if err != nil {
-		// Fell behind the history: the next health pass covers every node.
-		_, v := c.cache.Nodes()
-		return v, nil
-	}
-	if len(changes) == 0 {
-		return cursor, nil
-	}
-	cursor = changes[len(changes)-1].Version
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.leading || c.paused != "" {
-		return cursor, nil
-	}
-	cacheRev := c.cache.Revision()
-	seen := map[string]bool{}
-	var writes []*healthWrite
-	for _, ch := range changes {
-		name := ch.Node.GetMetadata().GetName()
-		if ch.Type == cache.Deleted || seen[name] {
-			continue
-		}
-		seen[name] = true
-		e, ok := c.cache.Entry(name)
-		if !ok {
-			continue
-		}
-		v := c.viewLocked(e, cacheRev)
-		h := workingHealth(v.health, name)
-		desired := lifecycle.DesiredNoScheduleTaints(v.Node.GetStatus().GetConditions(), v.Meta.GetSpec().GetUnschedulable())
-		var changed bool
-		if h.Taints, changed = lifecycle.ReconcileNoSchedule(h.Taints, v.Meta.GetSpec().GetTaints(), desired); !changed {
-			continue
-		}
-		writes = append(writes, &healthWrite{name: name, h: h, baseRev: v.healthRev})
-	}
-	if err := c.writeHealthLocked(ctx, writes, true); errors.Is(err, errLost) {
-		return cursor, err
-	}
-	return cursor, nil
-}
-
-// judgeLocked applies the rules to one node, in memory. It returns the
-// node's health record when it must be written, and the node when its pods
-// may need marking (§6.3).
-func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]string, stale *int) (*healthWrite, *podCheck) {
-	name := v.Name
-	stored := v.health
-	st := c.nodes[name]
-	known := st != nil
-	if !known {
-		st = &nodeState{}
-		c.nodes[name] = st
-	}
-	st.seen = c.passGen
-	old := st.zone
-	zone, excluded := st.zoneOf(v)
-	if !known {
-		c.lg.Info("new node", zap.String("node", name), zap.String("zone", lifecycle.ZoneName(zone)))
-		c.eventLocked(now, name, v.Node.GetMetadata().GetUid(), "Normal", "RegisteredNode", fmt.Sprintf("Registered Node %s in Controller", name))
-		c.queueLocked(zone, now)
-		// Leftover NoExecute taints of a re-registered node go (markNodeAsReachable).
-		if h, changed := c.removeNoExecuteLocked(now, v); changed {
-			v.health = h
-			v.Node = nodemodel.Merge(v.Meta, v.Status, h)
-		}
-	} else if old != zone {
-		if q := c.queues[old]; q != nil {
-			q.Remove(name)
-		}
-		c.queueLocked(zone, now)
-	}
-
-	judgedBefore := st.judged
-	st.judged = true
-	rec := &st.rec
-	lv := c.live.Node(name)
-	var leaseRenew time.Time
-	if v.Lease != nil && v.Lease.GetSpec().GetRenewTime() != nil {
-		leaseRenew = v.Lease.GetSpec().GetRenewTime().AsTime()
-	}
-	// A checkpoint in etcd lags the live feed by up to the collector's
-	// checkpoint interval. Both renewTimes come from the same reporter's
-	// clock, so they compare: a checkpoint that is not newer than what the
-	// feed already delivered is old news, not a heartbeat, and must not
-	// restart the grace period (it would delay detection of a dead node).
-	// The feed's renewal is then dated by its arrival, not by this pass.
-	var leaseObservedAt time.Time
-	if !lv.RenewTime.IsZero() && !lv.RenewTime.Before(leaseRenew) {
-		leaseRenew, leaseObservedAt = lv.RenewTime, lv.ObservedAt
-	}
-	before := rec.LeaseRenew
-	res := lifecycle.Evaluate(c.cfg.Lifecycle, now, rec, lifecycle.Input{
-		Node: v.Node, Reported: v.Status, Overrides: v.health.GetConditionOverrides(),
-		LeaseRenew: leaseRenew, LeaseObservedAt: leaseObservedAt, FeedRenewals: lv.Renewals, FeedObservedAt: lv.ObservedAt, GraceEpoch: c.epoch + lv.Epoch,
-		FreshSince: c.leaderSince, Paused: lv.Paused, FeedBlind: lv.Blind, QuietUntil: lv.QuietUntil,
-	})
-	if rec.LeaseRenew.After(before) && !before.IsZero() {
-		c.lastLease = now
-	}
-	age := now.Sub(rec.Probe)
-	c.m.heartbeatAge.Observe(age.Seconds())
-	if age > c.cfg.Lifecycle.GracePeriod/2 {
-		*stale++
-	}
-
-	// A node without a stored record (nearly all of them) starts from the
-	// controller's blank one, refilled here and copied only if it is to be
-	// written: nothing below keeps h past this call but the healthWrite.
-	var h *nodev1.NodeHealth
-	if v.health == nil {
-		proto.Reset(&c.blankHealth)
-		c.blankHealth.NodeName = name
-		h = &c.blankHealth
-	} else {
-		h = workingHealth(v.health, name)
-	}
-	if res.Changed {
-		h.ConditionOverrides = res.Overrides
-		if res.Recovered {
-			h.RecoveryTime = nodemodel.Timestamp(now)
-			c.lg.Info("node heard again; Unknown overrides lifted", zap.String("node", name))
-		}
-		if res.Marked {
-			// What the live feed last said of it, so an operator (or a
-			// benchmark) can tell a dead reporter from a late feed.
-			c.lg.Warn("node missed its grace period; conditions marked Unknown", zap.String("node", name),
-				zap.Time("lastProbe", rec.Probe), zap.Duration("grace", res.Grace),
-				zap.String("feed", lv.Collector), zap.Time("feedObservedAt", lv.ObservedAt), zap.Duration("feedBlind", lv.Blind),
-				zap.Time("quietUntil", lv.QuietUntil))
-		}
-	}
-	current := res.Current
-	curStatus := current.GetStatus()
-	if !excluded {
-		zones[zone] = append(zones[zone], curStatus)
-	}
-	if judgedBefore && st.ready != curStatus {
-		c.m.transitions.WithLabelValues(orMissing(st.ready), orMissing(curStatus)).Inc()
-	}
-	st.ready = curStatus
-	c.noteDeadlineLocked(rec, res.Grace, curStatus)
-
-	// NoSchedule condition taints follow the conditions after this pass.
-	// (Only types and statuses matter here: no need to build the served
-	// node, which cost a third of a pass's CPU at 100,000 nodes.)
-	desired := lifecycle.DesiredNoScheduleTaints(nodemodel.EffectiveConditions(v.Status, h), v.Meta.GetSpec().GetUnschedulable())
-	h.Taints, _ = lifecycle.ReconcileNoSchedule(h.Taints, v.Meta.GetSpec().GetTaints(), desired)
-
-	// NoExecute taints follow the Ready condition as read (spec §6.5), so
-	// the taint trails the Unknown flip by one pass, as upstream.
-	var pods *podCheck
-	if current != nil {
-		q := c.queueLocked(zone, now)
-		action, forget := lifecycle.DecideNoExecute(res.Observed.GetStatus(), v.Node.GetSpec().GetTaints())
-		switch action {
-		case lifecycle.SwapToNotReady:
-			h.Taints, _ = lifecycle.SwapTaints(now, h.Taints, []*nodev1.Taint{lifecycle.NotReadyNoExecute}, []*nodev1.Taint{lifecycle.UnreachableNoExecute})
-		case lifecycle.SwapToUnreachable:
-			h.Taints, _ = lifecycle.SwapTaints(now, h.Taints, []*nodev1.Taint{lifecycle.UnreachableNoExecute}, []*nodev1.Taint{lifecycle.NotReadyNoExecute})
-		case lifecycle.Enqueue:
-			if forget {
-				q.Remove(name)
-			}
-			if q.Add(name, v.Node.GetMetadata().GetUid(), now) {
-				if ce := c.lg.Check(zap.DebugLevel, "node not ready; queued for a NoExecute taint"); ce != nil {
-					ce.Write(zap.String("node", name), zap.String("ready", res.Observed.GetStatus()), zap.String("zone", lifecycle.ZoneName(zone)))
-				}
-			}
-		case lifecycle.MarkReachable:
-			h.Taints, _ = lifecycle.SwapTaints(now, h.Taints, nil, []*nodev1.Taint{lifecycle.NotReadyNoExecute, lifecycle.UnreachableNoExecute})
-			q.Remove(name)
-		}
-		observed := res.Observed.GetStatus()
-		if observed == nodemodel.True && curStatus != nodemodel.True {
-			c.eventLocked(now, name, v.Node.GetMetadata().GetUid(), "Normal", "NodeNotReady", fmt.Sprintf("Node %s status is now: NodeNotReady", name))
-		}
-		if observed == nodemodel.True && curStatus != nodemodel.True || c.podRetry[name] && curStatus != nodemodel.True {
-			pods = &podCheck{node: name, observed: observed, current: curStatus}
-		} else {
-			delete(c.podRetry, name)
-		}
-	}
-	if healthEqual(h, stored) {
-		return nil, pods
-	}
-	if h == &c.blankHealth {
-		h = workingHealth(h, name) // its own copy: the blank is refilled for the next node
-	}
-	return &healthWrite{name: name, h: h, baseRev: v.healthRev}, pods
-}
-
-func orMissing(s string) string {
-	if s == "" {
-		return "Missing"
-	}
-	return s
-}
-
-func (c *Controller) removeNoExecuteLocked(now time.Time, v view) (*nodev1.NodeHealth, bool) {
-	h := workingHealth(v.health, v.Name)
-	var changed bool
-	h.Taints, changed = lifecycle.SwapTaints(now, h.Taints, nil, []*nodev1.Taint{lifecycle.NotReadyNoExecute, lifecycle.UnreachableNoExecute})
-	return h, changed
-}
-
-// workingHealth is the record a decision starts from: a new top-level
-// message over the stored record's fields. Every decision step replaces the
-// slices and messages it changes (ReconcileNoSchedule and SwapTaints build
-// new taint slices, overrides and the recovery time are assigned whole) and
-// never modifies them in place, so the stored record's parts are shared,
-// not cloned: a pass looks at every node every few seconds and leaves almost
-// all of them as they are, and deep copies of 100,000 records a pass were
-// the biggest part of the leader's garbage (docs/benchmarks-history.md, session 12).
-func workingHealth(h *nodev1.NodeHealth, name string) *nodev1.NodeHealth {
-	if h == nil {
-		return &nodev1.NodeHealth{NodeName: name}
-	}
-	return &nodev1.NodeHealth{NodeName: h.GetNodeName(), ConditionOverrides: h.GetConditionOverrides(), Taints: h.GetTaints(),
-		RecoveryTime: h.GetRecoveryTime(), UpdateTime: h.GetUpdateTime(), Leader: h.GetLeader()}
-}
-
-// healthEmpty: a record that says nothing, the same as no record.
-func healthEmpty(h *nodev1.NodeHealth) bool {
-	return len(h.GetConditionOverrides()) == 0 && len(h.GetTaints()) == 0 && h.GetRecoveryTime() == nil
-}
-
-// healthEqual compares what matters of two records (not who wrote them
-// when), field by field: it runs for every node on every pass.
-func healthEqual(a, b *nodev1.NodeHealth) bool {
-	if b == nil {
-		return healthEmpty(a)
-	}
-	return slices.EqualFunc(a.GetConditionOverrides(), b.GetConditionOverrides(), equalMsg[*nodev1.NodeCondition]) &&
-		slices.EqualFunc(a.GetTaints(), b.GetTaints(), equalMsg[*nodev1.Taint]) &&
-		proto.Equal(a.GetRecoveryTime(), b.GetRecoveryTime())
-}
-
-func equalMsg[M proto.Message](x, y M) bool { return proto.Equal(x, y) }
-
-// writeHealthLocked stores decided health records: one op per node, each
-// fenced by the leader key and conditional on the record the decision was
-// based on (so a concurrent DeleteNode is never undone), in Txns of up to
-// MaxOps nodes. A conflict costs only that node's write: it is decided again
-// on the next pass from fresh data. With release, mu is released during the
-// round trips, so readers do not wait for etcd; the writes depend only on
-// the fence and their own records, and the deadline sweeper, which may run
-// meanwhile, writes other nodes (or loses a conflict on the same one). It
-// returns errLost when fenced, else the store's first error.
-func (c *Controller) writeHealthLocked(ctx context.Context, writes []*healthWrite, release bool) error {
-	if len(writes) == 0 {
-		return nil
-	}
-	now := nodemodel.Timestamp(c.cfg.Now())
-	ops := make([]nodestore.Op, len(writes))
-	for i, w := range writes {
-		if healthEmpty(w.h) && w.baseRev != 0 {
-			// Nothing to remember (no overrides, taints or recovery time):
-			// delete the record rather than keep an empty one. A missing
-			// record means exactly that, and at fleet scale the key costs
-			// more than its value (~135 B of etcd overhead per key; the
-			// ramp's not-ready taints left 54,553 empty records behind at
-			// 100,000 nodes).
-			w.h = nil
-			ops[i] = nodestore.Op{Kind: nodestore.Health, Name: w.name, IfModRevision: w.baseRev}
-			continue
-		}
-		w.h.NodeName, w.h.UpdateTime, w.h.Leader = w.name, now, c.cfg.Identity
-		ops[i] = nodestore.Op{Kind: nodestore.Health, Name: w.name, Value: w.h, IfModRevision: w.baseRev, IfAbsent: w.baseRev == 0}
-	}
-	fence := c.fence
-	if release {
-		c.mu.Unlock()
-	}
-	res, err := applyIndependent(ctx, c.store, &fence, ops)
-	if release {
-		c.mu.Lock()
-	}
-	if !c.leading {
-		return errLost
-	}
-	for i, w := range writes {
-		switch r := res[i]; {
-		case r.err == nil:
-			c.pending[w.name] = pendingHealth{h: w.h, rev: r.rev}
-			c.m.writes.WithLabelValues("ok").Inc()
-		case errors.Is(r.err, nodestore.ErrFenced):
-			c.m.writes.WithLabelValues("fenced").Inc()
-		case errors.Is(r.err, nodestore.ErrConflict):
-			// Someone else changed the record (DeleteNode); decide again on
-			// the next pass from fresh data.
-			c.m.writes.WithLabelValues("conflict").Inc()
-			delete(c.pending, w.name)
-		default:
-			c.m.writes.WithLabelValues("error").Inc()
-		}
-	}
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, nodestore.ErrFenced):
-		c.m.fenced.Inc()
-		c.lg.Warn("write rejected: no longer the leader; stepping down", zap.Int("records", len(writes)))
-		return errLost
-	}
-	return fmt.Errorf("write %d health records: %w", len(writes), err)
-}
-
-// disruptionLocked updates zone states and limiters (spec §6.6). Entering
-// master disruption mode removes every NoExecute taint: it amends the pass's
-// planned writes (plan, writes) and returns the writes.
-func (c *Controller) disruptionLocked(now time.Time, entries []cache.Entry, cacheRev int64, zones map[string][]string,
-	plan map[string]*healthWrite, writes []*healthWrite) []*healthWrite {
-	res := c.disruption.Update(c.cfg.Lifecycle, zones)
-	for z, s := range res.Changed {
-		c.lg.Info("zone changed state", zap.String("zone", lifecycle.ZoneName(z)), zap.String("state", string(s)),
-			zap.Int("nodes", len(zones[z])), zap.Int("notReady", res.NotReady[z]))
-	}
-	if res.EnterMaster {
-		c.lg.Warn("every zone is fully disrupted: entering master disruption mode; removing NoExecute taints and stopping all tainting")
-		for _, e := range entries {
-			v := c.viewLocked(e, cacheRev)
-			if w := plan[e.Name]; w != nil {
-				v.health = w.h
-			}
-			h, changed := c.removeNoExecuteLocked(now, v)
-			switch {
-			case !changed:
-			case plan[e.Name] != nil:
-				plan[e.Name].h = h
-			default:
-				w := &healthWrite{name: e.Name, h: h, baseRev: v.healthRev}
-				plan[e.Name] = w
-				writes = append(writes, w)
-			}
-		}
-	}
-	if res.ExitMaster {
-		c.lg.Info("some nodes are ready again: leaving master disruption mode; every node's probe is reset")
-		for _, st := range c.nodes {
-			if st.judged {
-				st.rec.Probe, st.rec.ReadyTransition = now, now
-			}
-		}
-	}
-	for z, qps := range res.Limiters {
-		c.queueLocked(z, now).SwapLimiter(qps, now)
-	}
-	c.m.zoneState.Reset()
-	for z, s := range c.disruption.States {
-		c.m.zoneState.WithLabelValues(lifecycle.ZoneName(z), string(s)).Set(1)
-	}
-	return writes
-}
-
-// gcOrphansLocked deletes health records whose node is gone (a DeleteNode
-// racing a health write can leave one).
-func (c *Controller) gcOrphansLocked(ctx context.Context) {
-	for name, rev := range c.cache.OrphanHealth() {
-		if _, known := c.nodes[name]; known {
-			continue
-		}
-		_, err := c.store.Apply(ctx, &c.fence, nodestore.Op{Kind: nodestore.Health, Name: name, IfModRevision: rev})
-		if err != nil && !errors.Is(err, nodestore.ErrConflict) {
-			c.lg.Debug("cannot delete orphan health record", zap.String("node", name), zap.Error(err))
-		}
-	}
-}
-
-// TaintPass drains the zone queues (every TaintPeriod). Exported for tests.
-func (c *Controller) TaintPass(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.leading || c.paused != "" {
-		return nil
-	}
-	now := c.cfg.Now()
-	cacheRev := c.cache.Revision()
-	var lost error
-	for zone, q := range c.queues {
-		q.Try(now, func(it lifecycle.QueueItem) (bool, time.Duration) {
-			if lost != nil {
-				return false, 0
-			}
-			e, ok := c.cache.Entry(it.Name)
-			if !ok {
-				return true, 0 // gone
-			}
-			v := c.viewLocked(e, cacheRev)
-			qt := lifecycle.ProcessQueued(nodemodel.FindCondition(v.Node.GetStatus().GetConditions(), nodemodel.Ready))
-			if qt.Done {
-				return true, 0
-			}
-			if qt.Retry > 0 {
-				return false, qt.Retry
-			}
-			h := workingHealth(v.health, it.Name)
-			var changed bool
-			h.Taints, changed = lifecycle.SwapTaints(now, h.Taints, []*nodev1.Taint{qt.Add}, []*nodev1.Taint{qt.Remove})
-			if !changed {
-				return true, 0
-			}
-			// One node at a time (the queues are rate limited), holding mu:
-			// the queue is mid-Try.
-			if err := c.writeHealthLocked(ctx, []*healthWrite{{name: it.Name, h: h, baseRev: v.healthRev}}, false); err != nil {
-				if errors.Is(err, errLost) {
-					lost = err
-				}
-				return false, 0
-			}
-			c.m.taintsApplied.WithLabelValues(lifecycle.ZoneName(zone)).Inc()
-			c.lg.Info("NoExecute taint added", zap.String("node", it.Name), zap.String("taint", qt.Add.GetKey()),
-				zap.String("zone", lifecycle.ZoneName(zone)), zap.Float64("qps", q.QPS()))
-			return true, 0
-		})
-	}
-	return lost
 }

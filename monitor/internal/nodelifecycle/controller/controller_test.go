@@ -94,6 +94,42 @@ func (f *fleet) controller(id string) *Controller {
 	return c
 }
 
+// takeOver makes ctl lead by hand, without Run: it wins the election in
+// a session of the given TTL (returned, so a test can end it) and begins
+// its leadership, so a test drives passes itself.
+func takeOver(tb testing.TB, ctx context.Context, s nodestore.Store, ctl *Controller, ttl time.Duration) nodestore.Session {
+	tb.Helper()
+	sess, err := s.NewSession(ctx, ttl)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l, err := s.Campaign(ctx, sess, ElectionName, ctl.cfg.Identity)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctl.begin(l.Fence(), time.Now())
+	return sess
+}
+
+// fleetTest runs fn in a synctest bubble with a fleet whose goroutines
+// (and every controller started with f.start) end with the test.
+func fleetTest(t *testing.T, fn func(t *testing.T, ctx context.Context, f *fleet)) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		fn(t, ctx, newFleet(t, ctx))
+		cancel()
+		synctest.Wait()
+	})
+}
+
+// start runs a controller with identity id until the test ends.
+func (f *fleet) start(id string) *Controller {
+	c := f.controller(id)
+	go func() { _ = c.Run(f.ctx) }()
+	return c
+}
+
 func (f *fleet) addNode(name, zone string, userTaints ...*nodev1.Taint) {
 	now := time.Now()
 	meta := &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: name, Uid: name + "-uid", CreationTimestamp: nodemodel.Timestamp(now),
@@ -166,16 +202,12 @@ func settle(d time.Duration) {
 }
 
 func TestNodeLifecycleScenario(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		f := newFleet(t, ctx)
+	fleetTest(t, func(t *testing.T, ctx context.Context, f *fleet) {
 		dedicated := &nodev1.Taint{Key: "dedicated", Value: "gpu", Effect: nodemodel.NoSchedule}
 		f.addNode("n1", "z1")
 		f.addNode("n2", "z1", dedicated)
 		f.addNode("n3", "z1")
-		ctl := f.controller("a")
-		go func() { _ = ctl.Run(ctx) }()
+		ctl := f.start("a")
 
 		settle(2 * time.Minute)
 		for _, n := range []string{"n1", "n2", "n3"} {
@@ -218,20 +250,14 @@ func TestNodeLifecycleScenario(t *testing.T) {
 		if ts := f.node("n1").GetSpec().GetTaints(); len(ts) != 0 {
 			t.Fatalf("n1 keeps taints after recovery: %v", ts)
 		}
-		cancel()
-		synctest.Wait()
 	})
 }
 
 func TestWatchOutageLongerThanGraceMarksNobody(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		f := newFleet(t, ctx)
+	fleetTest(t, func(t *testing.T, ctx context.Context, f *fleet) {
 		f.addNode("n1", "z1")
 		f.addNode("n2", "z1")
-		ctl := f.controller("a")
-		go func() { _ = ctl.Run(ctx) }()
+		ctl := f.start("a")
 		settle(time.Minute)
 
 		// etcd unreachable for 3 minutes (> 40s grace): renewals cannot be
@@ -258,19 +284,13 @@ func TestWatchOutageLongerThanGraceMarksNobody(t *testing.T) {
 		if u := testutil.ToFloat64(ctl.m.transitions.WithLabelValues(nodemodel.True, nodemodel.Unknown)); u != 0 {
 			t.Fatalf("%v nodes went Unknown", u)
 		}
-		cancel()
-		synctest.Wait()
 	})
 }
 
 func TestAllFeedsStaleWithoutLeaseProgressPauses(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		f := newFleet(t, ctx)
+	fleetTest(t, func(t *testing.T, ctx context.Context, f *fleet) {
 		f.addNode("n1", "z1")
-		ctl := f.controller("a")
-		go func() { _ = ctl.Run(ctx) }()
+		ctl := f.start("a")
 		settle(time.Minute)
 		// The node renews only over a feed that goes silent: no lease in etcd
 		// advances either.
@@ -285,21 +305,15 @@ func TestAllFeedsStaleWithoutLeaseProgressPauses(t *testing.T) {
 		if r := f.ready("n1"); r.GetStatus() != nodemodel.True {
 			t.Fatalf("n1 marked while the monitor was blind: %v", r)
 		}
-		cancel()
-		synctest.Wait()
 	})
 }
 
 func TestFailoverChangesNoNodeAndFencesTheOldLeader(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		f := newFleet(t, ctx)
+	fleetTest(t, func(t *testing.T, ctx context.Context, f *fleet) {
 		f.addNode("alive", "z1")
 		f.addNode("alive2", "z1")
 		f.addNode("dead", "z1")
-		a := f.controller("a")
-		go func() { _ = a.Run(ctx) }()
+		a := f.start("a")
 		settle(time.Second)
 		f.setAlive("dead", false)
 		settle(2 * time.Minute)
@@ -309,8 +323,7 @@ func TestFailoverChangesNoNodeAndFencesTheOldLeader(t *testing.T) {
 		before := f.node("dead")
 		oldFence, _ := a.Fence()
 
-		b := f.controller("b")
-		go func() { _ = b.Run(ctx) }()
+		b := f.start("b")
 		settle(time.Second)
 		if b.Leading() {
 			t.Fatal("b leads while a is alive")
@@ -343,31 +356,18 @@ func TestFailoverChangesNoNodeAndFencesTheOldLeader(t *testing.T) {
 		if !errors.Is(err, nodestore.ErrFenced) {
 			t.Fatalf("late write with the old fence: %v, want ErrFenced", err)
 		}
-		cancel()
-		synctest.Wait()
 	})
 }
 
 // TestDeposedLeaderStepsDownOnFencedWrite drives a controller by hand so
 // its pass runs after its leadership is gone but before it noticed.
 func TestDeposedLeaderStepsDownOnFencedWrite(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		f := newFleet(t, ctx)
+	fleetTest(t, func(t *testing.T, ctx context.Context, f *fleet) {
 		f.addNode("n1", "z1")
 		f.addNode("n2", "z1")
 		settle(time.Second)
 		a := f.controller("a")
-		sess, err := f.store.NewSession(ctx, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := f.store.Campaign(ctx, sess, ElectionName, "a")
-		if err != nil {
-			t.Fatal(err)
-		}
-		a.begin(l.Fence(), time.Now())
+		sess := takeOver(t, ctx, f.store, a, 10*time.Second)
 		if err := a.Pass(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -376,7 +376,7 @@ func TestDeposedLeaderStepsDownOnFencedWrite(t *testing.T) {
 		if err := f.store.ExpireSession(ctx, sess); err != nil {
 			t.Fatal(err)
 		}
-		err = a.Pass(ctx)
+		err := a.Pass(ctx)
 		if !errors.Is(err, errLost) {
 			t.Fatalf("pass after losing leadership: %v, want errLost", err)
 		}
@@ -386,20 +386,14 @@ func TestDeposedLeaderStepsDownOnFencedWrite(t *testing.T) {
 		if r := f.ready("n1"); r.GetStatus() != nodemodel.True {
 			t.Fatalf("the deposed leader's write landed: %v", r)
 		}
-		cancel()
-		synctest.Wait()
 	})
 }
 
 func TestMasterDisruptionStopsTainting(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		f := newFleet(t, ctx)
+	fleetTest(t, func(t *testing.T, ctx context.Context, f *fleet) {
 		f.addNode("a1", "za")
 		f.addNode("b1", "zb")
-		ctl := f.controller("a")
-		go func() { _ = ctl.Run(ctx) }()
+		ctl := f.start("a")
 		settle(time.Minute)
 		f.setAlive("a1", false)
 		f.setAlive("b1", false)
@@ -418,8 +412,6 @@ func TestMasterDisruptionStopsTainting(t *testing.T) {
 		if !masters {
 			t.Fatal("not in master disruption mode")
 		}
-		cancel()
-		synctest.Wait()
 	})
 }
 
@@ -427,22 +419,18 @@ func TestMasterDisruptionStopsTainting(t *testing.T) {
 // a zone whose last node is deleted must still leave the disruption states,
 // as it did when every pass built its zones afresh.
 func TestZoneWithoutNodesIsDropped(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		f := newFleet(t, ctx)
+	fleetTest(t, func(t *testing.T, ctx context.Context, f *fleet) {
 		f.addNode("a1", "za")
 		f.addNode("a2", "za")
 		f.addNode("b1", "zb")
-		ctl := f.controller("a")
-		go func() { _ = ctl.Run(ctx) }()
+		ctl := f.start("a")
 		settle(time.Minute)
 		zones := func() []string {
 			ctl.mu.Lock()
 			defer ctl.mu.Unlock()
 			var names []string
 			for k := range ctl.disruption.States {
-				names = append(names, lifecycle.ZoneName(k))
+				names = append(names, nodemodel.ZoneName(k))
 			}
 			slices.Sort(names)
 			return names
@@ -459,24 +447,18 @@ func TestZoneWithoutNodesIsDropped(t *testing.T) {
 			t.Fatalf("zones after zb's only node was deleted: %v, want [za]", got)
 		}
 		ctl.mu.Lock()
-		za := len(ctl.passZones[lifecycle.ZoneKey(map[string]string{nodemodel.LabelZone: "za"})])
+		za := len(ctl.passZones[nodemodel.ZoneKey(map[string]string{nodemodel.LabelZone: "za"})])
 		ctl.mu.Unlock()
 		if za != 2 {
 			t.Fatalf("za holds %d statuses, want 2 (emptied between passes)", za)
 		}
-		cancel()
-		synctest.Wait()
 	})
 }
 
 func TestConditionTaintsFollowNodeUpdatesAtOnce(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		f := newFleet(t, ctx)
+	fleetTest(t, func(t *testing.T, ctx context.Context, f *fleet) {
 		f.addNode("n1", "z1")
-		ctl := f.controller("a")
-		go func() { _ = ctl.Run(ctx) }()
+		f.start("a")
 		settle(time.Minute)
 
 		// Cordon and report memory pressure; let no time pass, so no health
@@ -502,8 +484,6 @@ func TestConditionTaintsFollowNodeUpdatesAtOnce(t *testing.T) {
 				t.Errorf("%s:NoSchedule missing right after the update: %v", k, f.node("n1").GetSpec().GetTaints())
 			}
 		}
-		cancel()
-		synctest.Wait()
 	})
 }
 
@@ -511,13 +491,9 @@ func TestConditionTaintsFollowNodeUpdatesAtOnce(t *testing.T) {
 // overridden) is deleted, not kept empty: at fleet scale the key costs more
 // than its value. The node is served the same either way.
 func TestEmptyHealthRecordIsDeleted(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		f := newFleet(t, ctx)
+	fleetTest(t, func(t *testing.T, ctx context.Context, f *fleet) {
 		f.addNode("n1", "z1")
-		ctl := f.controller("a")
-		go func() { _ = ctl.Run(ctx) }()
+		f.start("a")
 		settle(time.Minute)
 
 		setPressure := func(s string) {
@@ -557,8 +533,6 @@ func TestEmptyHealthRecordIsDeleted(t *testing.T) {
 		if _, err := f.store.Get(ctx, nodestore.Health, "n1"); err != nil {
 			t.Fatalf("health record with the taint again: %v", err)
 		}
-		cancel()
-		synctest.Wait()
 	})
 }
 
@@ -567,10 +541,7 @@ func TestEmptyHealthRecordIsDeleted(t *testing.T) {
 // monitor no write and no delete per node. Its first status clears the
 // taint, and a record an older monitor stored for it is removed.
 func TestUnreportedNodeIsServedNotReadyWithoutAWrite(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		f := newFleet(t, ctx)
+	fleetTest(t, func(t *testing.T, ctx context.Context, f *fleet) {
 		meta := func(name string) *nodev1.Node {
 			return &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: name, Uid: name + "-uid", CreationTimestamp: nodemodel.Timestamp(time.Now())}}
 		}
@@ -579,8 +550,7 @@ func TestUnreportedNodeIsServedNotReadyWithoutAWrite(t *testing.T) {
 			nodestore.Put(nodestore.Health, "n2", old)); err != nil {
 			t.Fatal(err)
 		}
-		ctl := f.controller("a")
-		go func() { _ = ctl.Run(ctx) }()
+		f.start("a")
 		settle(10 * time.Second) // two passes, well within the startup grace
 		for _, n := range []string{"n1", "n2"} {
 			if !f.hasTaint(n, nodemodel.TaintNotReady, nodemodel.NoSchedule) {
@@ -598,7 +568,5 @@ func TestUnreportedNodeIsServedNotReadyWithoutAWrite(t *testing.T) {
 		if ts := f.node("n1").GetSpec().GetTaints(); len(ts) != 0 {
 			t.Errorf("n1 reported Ready and is served with taints %v", ts)
 		}
-		cancel()
-		synctest.Wait()
 	})
 }

@@ -3,7 +3,8 @@ package controller
 import (
 	"time"
 
-	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/zones"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 
 // Facts is what the leader knows about one node's timing, for ExplainNode.
@@ -23,7 +24,7 @@ type Facts struct {
 	Grace                                               time.Duration
 	// Zone key, state and the taint rate of its queue.
 	Zone      string
-	ZoneState lifecycle.ZoneState
+	ZoneState zones.State
 	ZoneQPS   float64
 	// Queued: waiting in the zone queue at Position (0 = next); NextToken is
 	// when the limiter grants its next token (-1: never).
@@ -40,7 +41,7 @@ type Facts struct {
 func (c *Controller) Facts(name string, labels map[string]string) Facts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	f := Facts{Leading: c.leading, Paused: c.paused, Zone: lifecycle.ZoneKey(labels)}
+	f := Facts{Leading: c.leading, Paused: c.paused, Zone: nodemodel.ZoneKey(labels)}
 	if !c.leading {
 		return f
 	}

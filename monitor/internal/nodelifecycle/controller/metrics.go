@@ -6,7 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
-	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 
@@ -118,7 +117,7 @@ func (n nodesCollector) Collect(ch chan<- prometheus.Metric) {
 	// Every scrape walks the fleet: in place, without copying or sorting
 	// 100,000 nodes.
 	n.c.cache.EachNode(func(nd *nodev1.Node) {
-		zone := lifecycle.ZoneName(lifecycle.ZoneKey(nd.GetMetadata().GetLabels()))
+		zone := nodemodel.ZoneName(nodemodel.ZoneKey(nd.GetMetadata().GetLabels()))
 		for _, t := range types {
 			st := nodemodel.ConditionStatus(nd.GetStatus().GetConditions(), t)
 			if st == "" {

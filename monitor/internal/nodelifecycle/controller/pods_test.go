@@ -61,10 +61,7 @@ func (f *fleet) podReady(name string) string {
 // passes), pods elsewhere are untouched, and a pod bound later to the
 // not-ready node is marked at once.
 func TestPodsMarkedNotReady(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		f := newFleet(t, ctx)
+	fleetTest(t, func(t *testing.T, ctx context.Context, f *fleet) {
 		f.addNode("n1", "z1")
 		f.addNode("n2", "z1")
 		f.addPod("a", "n1", nodemodel.True)
@@ -121,7 +118,5 @@ func TestPodsMarkedNotReady(t *testing.T) {
 		if f.podReady("late-ok") != nodemodel.True {
 			t.Error("pod newly bound to a Ready node was marked")
 		}
-		cancel()
-		synctest.Wait()
 	})
 }

@@ -89,15 +89,7 @@ func scaleFleet(tb testing.TB, ctx context.Context, n int, rtt time.Duration) (*
 	if err != nil {
 		tb.Fatal(err)
 	}
-	sess, err := f.store.NewSession(ctx, time.Minute)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	l, err := f.store.Campaign(ctx, sess, ElectionName, "a")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ctl.begin(l.Fence(), time.Now())
+	takeOver(tb, ctx, f.store, ctl, time.Minute)
 
 	now := time.Now()
 	var ops []nodestore.Op

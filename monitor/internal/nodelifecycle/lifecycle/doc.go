@@ -1,9 +1,10 @@
 // Package lifecycle holds the pure rules of the node lifecycle controller
 // (spec §6): the per-node health record and the grace-period judgement, the
-// NoSchedule condition taints, the NoExecute taint decisions, zone states with
-// their rate limits, and the rate-limited taint queue. Nothing here does I/O
-// or reads a clock: every function takes `now`, so every rule is tested with
-// table cases and the controller only wires inputs to outputs.
+// NoSchedule condition taints, the NoExecute taint decisions, and the
+// rate-limited taint queue (zone states and their rates are package zones).
+// Nothing here does I/O or reads a clock: every function takes `now`, so
+// every rule is tested with table cases and the controller only wires
+// inputs to outputs.
 //
 // Timing model. All timestamps the rules compare are the monitor's own clock
 // (the Kubernetes probeTimestamp). Reporter clocks are only ever compared

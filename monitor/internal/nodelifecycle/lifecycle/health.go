@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/liveness"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 
@@ -18,7 +19,7 @@ type Record struct {
 	// fresh grace period); the node is judged against Probe + grace, or
 	// QuietUntil + grace when that is later (Deadline).
 	Probe time.Time
-	// QuietUntil is Input.QuietUntil as last applied.
+	// QuietUntil is Heartbeat.QuietUntil as last applied.
 	QuietUntil time.Time
 	// ReadyTransition is when the controller saw the Ready condition's
 	// transition time change.
@@ -40,7 +41,7 @@ type Record struct {
 	FeedRenewals uint64
 	// GraceEpoch is the last fresh-grace epoch applied.
 	GraceEpoch uint64
-	// FeedBlind is Input.FeedBlind as last applied.
+	// FeedBlind is Heartbeat.Blind as last applied.
 	FeedBlind time.Duration
 	// Heard is when liveness evidence last arrived (lease advanced, feed
 	// renewal, status heartbeat); fresh grace periods do not set it.
@@ -63,40 +64,10 @@ type Input struct {
 	Reported *nodev1.NodeStatus
 	// Overrides currently stored in the node's health record.
 	Overrides []*nodev1.NodeCondition
-	// LeaseRenew is the renewTime of leases/<node> in etcd (zero if none).
-	LeaseRenew time.Time
-	// LeaseObservedAt is the monitor's clock when LeaseRenew arrived, when
-	// known (the controller passes the live feed's renewal as LeaseRenew
-	// when it is at least as new as the etcd checkpoint); zero means "seen
-	// now". Like FeedObservedAt it keeps a pass that notices the renewal
-	// late from dating it late.
-	LeaseObservedAt time.Time
-	// FeedRenewals counts live renewals of the node seen on collector feeds.
-	FeedRenewals uint64
-	// FeedObservedAt is the monitor's own clock when the newest of those
-	// renewals arrived. It is the probe time of a feed renewal: a pass that
-	// notices the renewal later must not date it later, or detection of a
-	// node that died right after it would slip by up to one period.
-	FeedObservedAt time.Time
-	// GraceEpoch increments whenever the node is owed a fresh grace period
-	// (judgement resumed after a pause, its collector vanished).
-	GraceEpoch uint64
-	// FreshSince bounds the creation-time seeding of a node without Ready:
-	// a node created before the controller took over is judged from the
-	// takeover, not from its creation.
-	FreshSince time.Time
-	// Paused: the controller cannot currently trust its view of this node
-	// (its collector's feed is stale); it must not be judged.
-	Paused bool
-	// FeedBlind is how long, in total, the monitor could not see the
-	// node's feed (liveness.Node.Blind): a counter that only grows. The
-	// growth since the last evaluation is added to the probe.
-	FeedBlind time.Duration
-	// QuietUntil: the node's collector refused its registration for
-	// capacity and told it to stay away until then (liveness.Node
-	// .QuietUntil). Its grace period does not run before that: a silence
-	// the control plane asked for is not evidence of death.
-	QuietUntil time.Time
+	// Heartbeat is everything heard of the node's liveness (lease, feed,
+	// status heartbeat), with the fresh grace periods it is owed and
+	// whether it may be judged now.
+	Heartbeat liveness.Heartbeat
 }
 
 // Result is the judgement of one pass.
@@ -131,8 +102,8 @@ func ts(t interface{ AsTime() time.Time }) time.Time {
 // condition first, then heartbeats (lease, feed, status) advance the probe,
 // fresh-grace grants are applied, overrides are lifted on new evidence, and
 // only then is the probe compared with the grace period.
-func Evaluate(cfg Config, now time.Time, rec *Record, in Input) Result {
-	node := in.Node
+func Evaluate(cfg Config, now time.Time, rec *Record, in *Input) Result {
+	node, hb := in.Node, &in.Heartbeat
 	created := ts(node.GetMetadata().GetCreationTimestamp())
 	ready := nodemodel.FindCondition(node.GetStatus().GetConditions(), nodemodel.Ready)
 	res := Result{Grace: cfg.GracePeriod, Current: ready, Overrides: in.Overrides}
@@ -148,8 +119,8 @@ func Evaluate(cfg Config, now time.Time, rec *Record, in Input) Result {
 			// Upstream seeds a never-reporting node's probe with its creation
 			// time; a node that predates this leadership gets the takeover time.
 			seed := created
-			if seed.IsZero() || seed.Before(in.FreshSince) {
-				seed = in.FreshSince
+			if seed.IsZero() || seed.Before(hb.FreshSince) {
+				seed = hb.FreshSince
 			}
 			*rec = Record{Probe: seed, ReadyTransition: seed, MarkedAt: now}
 		}
@@ -180,8 +151,8 @@ func Evaluate(cfg Config, now time.Time, rec *Record, in Input) Result {
 	if first {
 		// The first sight of lease, feed and status is a baseline, not
 		// evidence: it says nothing about whether the node is alive now.
-		rec.LeaseRenew, rec.FeedRenewals, rec.GraceEpoch, rec.FeedBlind = in.LeaseRenew, in.FeedRenewals, in.GraceEpoch, in.FeedBlind
-		rec.ReportedHeartbeat = reportedHeartbeat(in.Reported)
+		rec.LeaseRenew, rec.FeedRenewals, rec.GraceEpoch, rec.FeedBlind = hb.LeaseRenew, hb.Renewals, hb.Epoch, hb.Blind
+		rec.ReportedHeartbeat = hb.StatusHeartbeat
 		rec.initialized = true
 	}
 
@@ -191,16 +162,16 @@ func Evaluate(cfg Config, now time.Time, rec *Record, in Input) Result {
 	// measured at 100,000 nodes, let one feed batch arriving 3 s late while
 	// 10 % of the fleet died push every dead node's deadline out by up to a
 	// whole grace period (median 9.4 s past grace, 51 of 10,000 on time).
-	if d := in.FeedBlind - rec.FeedBlind; d > 0 && !rec.Probe.IsZero() {
+	if d := hb.Blind - rec.FeedBlind; d > 0 && !rec.Probe.IsZero() {
 		rec.Probe = rec.Probe.Add(d)
 		if rec.Probe.After(now) {
 			rec.Probe = now
 		}
 	}
-	rec.FeedBlind = in.FeedBlind
+	rec.FeedBlind = hb.Blind
 	// The tracker owns the wait (it ends it when the node is heard
 	// attached); the record keeps it so the sweep can see the deadline.
-	rec.QuietUntil = in.QuietUntil
+	rec.QuietUntil = hb.QuietUntil
 
 	// Step 3: heartbeats. Any of them proves the reporter alive now.
 	heard := false
@@ -217,19 +188,19 @@ func Evaluate(cfg Config, now time.Time, rec *Record, in Input) Result {
 		}
 		heard = true
 	}
-	if in.LeaseRenew.After(rec.LeaseRenew) {
-		rec.LeaseRenew = in.LeaseRenew
-		hear(in.LeaseObservedAt)
+	if hb.LeaseRenew.After(rec.LeaseRenew) {
+		rec.LeaseRenew = hb.LeaseRenew
+		hear(hb.LeaseObservedAt)
 	}
-	if hb := reportedHeartbeat(in.Reported); !hb.Equal(rec.ReportedHeartbeat) {
-		rec.ReportedHeartbeat = hb
-		if !hb.IsZero() {
+	if sh := hb.StatusHeartbeat; !sh.Equal(rec.ReportedHeartbeat) {
+		rec.ReportedHeartbeat = sh
+		if !sh.IsZero() {
 			hear(time.Time{})
 		}
 	}
-	if in.FeedRenewals > rec.FeedRenewals {
-		rec.FeedRenewals = in.FeedRenewals
-		hear(in.FeedObservedAt)
+	if hb.Renewals > rec.FeedRenewals {
+		rec.FeedRenewals = hb.Renewals
+		hear(hb.ObservedAt)
 	}
 	if heard && heardAt.After(rec.Probe) {
 		rec.Probe = heardAt
@@ -238,8 +209,8 @@ func Evaluate(cfg Config, now time.Time, rec *Record, in Input) Result {
 		rec.Heard = now
 	}
 	// Fresh grace: resuming after a pause or losing the node's collector.
-	if in.GraceEpoch != rec.GraceEpoch {
-		rec.GraceEpoch = in.GraceEpoch
+	if hb.Epoch != rec.GraceEpoch {
+		rec.GraceEpoch = hb.Epoch
 		rec.Probe = now
 	}
 
@@ -255,7 +226,7 @@ func Evaluate(cfg Config, now time.Time, rec *Record, in Input) Result {
 	// probe stays where it was; the gap is given back (FeedBlind) once the
 	// feed resumes and its length is known. Nor before the wait a
 	// collector imposed on the node has run out (QuietUntil).
-	if in.Paused || !now.After(rec.Deadline(res.Grace)) {
+	if hb.Held || !now.After(rec.Deadline(res.Grace)) {
 		return res
 	}
 	// Upstream writes only when Ready itself changed, and a Ready that is
@@ -281,10 +252,6 @@ func (r *Record) Deadline(grace time.Duration) time.Time {
 		return r.QuietUntil.Add(grace)
 	}
 	return r.Probe.Add(grace)
-}
-
-func reportedHeartbeat(s *nodev1.NodeStatus) time.Time {
-	return ts(nodemodel.FindCondition(s.GetConditions(), nodemodel.Ready).GetLastHeartbeatTime())
 }
 
 // markUnknown returns the overrides after marking every reporter-owned

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/liveness"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 
@@ -50,13 +51,20 @@ type sim struct {
 }
 
 func (s *sim) at(now time.Time) Result {
-	r := Evaluate(s.cfg, now, &s.rec, Input{
-		Node: nodeWith(s.st, s.overrides), Reported: s.st, Overrides: s.overrides,
-		LeaseRenew: s.lease, LeaseObservedAt: s.leaseAt, FeedRenewals: s.feed, FeedObservedAt: s.feedAt, GraceEpoch: s.epoch, Paused: s.paused, FreshSince: s.fresh,
-		FeedBlind: s.blind, QuietUntil: s.quiet,
+	r := Evaluate(s.cfg, now, &s.rec, &Input{
+		Node: nodeWith(s.st, s.overrides), Reported: s.st, Overrides: s.overrides, Heartbeat: s.heartbeat(),
 	})
 	s.overrides = r.Overrides
 	return r
+}
+
+// heartbeat is what liveness.Merge hands the controller: the lease as the
+// controller picked it (etcd's or the feed's), the feed's counters, the
+// status heartbeat read from st.
+func (s *sim) heartbeat() liveness.Heartbeat {
+	return liveness.Heartbeat{LeaseRenew: s.lease, LeaseObservedAt: s.leaseAt, Renewals: s.feed, ObservedAt: s.feedAt,
+		StatusHeartbeat: liveness.Merge(liveness.Node{}, nil, s.st, liveness.Grants{}).StatusHeartbeat,
+		Epoch:           s.epoch, Held: s.paused, FreshSince: s.fresh, Blind: s.blind, QuietUntil: s.quiet}
 }
 
 func ready(r Result) string { return r.Current.GetStatus() }
@@ -129,8 +137,8 @@ func TestStartupGrace(t *testing.T) {
 	}
 	evalAt := func(s *sim, now time.Time) Result {
 		meta := &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: "n1", CreationTimestamp: nodemodel.Timestamp(created)}}
-		r := Evaluate(s.cfg, now, &s.rec, Input{Node: nodemodel.Merge(meta, s.st, &nodev1.NodeHealth{ConditionOverrides: s.overrides}),
-			Reported: s.st, Overrides: s.overrides, FreshSince: s.fresh})
+		r := Evaluate(s.cfg, now, &s.rec, &Input{Node: nodemodel.Merge(meta, s.st, &nodev1.NodeHealth{ConditionOverrides: s.overrides}),
+			Reported: s.st, Overrides: s.overrides, Heartbeat: s.heartbeat()})
 		s.overrides = r.Overrides
 		return r
 	}

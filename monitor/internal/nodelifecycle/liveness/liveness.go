@@ -8,6 +8,11 @@
 // the controller can stop the node's clock for exactly that long instead of
 // restarting its grace period, and it grants a fresh grace period to the
 // nodes of a collector that vanished (they are reconnecting to another one).
+//
+// It owns the answer to "when did this monitor last hear from node X, and
+// may X be judged now": Merge combines the feed's view with the lease and
+// status the cache holds from etcd into one Heartbeat, the only liveness
+// input of the lifecycle rules.
 package liveness
 
 import (

@@ -1,38 +1,39 @@
-package lifecycle
+// Package zones owns the zone half of the node lifecycle controller (spec
+// §6.6): which zone a node is in, and the zone state machine that turns
+// each pass's Ready statuses per zone into zone states, NoExecute taint
+// rates and the cluster-wide master disruption mode. It is pure: the
+// controller feeds it one pass's statuses and applies what it returns.
+package zones
 
 import (
 	"sort"
 	"strings"
 
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 
-// ZoneState of a zone (spec §6.6).
-type ZoneState string
+// State of a zone (spec §6.6).
+type State string
 
 // Zone states.
 const (
-	ZoneInitial            ZoneState = "Initial"
-	ZoneNormal             ZoneState = "Normal"
-	ZonePartialDisruption  ZoneState = "PartialDisruption"
-	ZoneFullDisruption     ZoneState = "FullDisruption"
-	zoneSeparator                    = "\x00"
-	notReadyPartialMinimum           = 3
+	Initial                State = "Initial"
+	Normal                 State = "Normal"
+	PartialDisruption      State = "PartialDisruption"
+	FullDisruption         State = "FullDisruption"
+	zoneSeparator                = "\x00"
+	notReadyPartialMinimum       = 3
 )
 
-// ZoneStates lists every state, for metrics.
-var ZoneStates = []ZoneState{ZoneInitial, ZoneNormal, ZonePartialDisruption, ZoneFullDisruption}
+// States lists every state, for metrics.
+var States = []State{Initial, Normal, PartialDisruption, FullDisruption}
 
-// ZoneKey is region + "\x00" + zone from the legacy failure-domain labels,
-// falling back to the topology labels; "" when the node has neither.
-func ZoneKey(labels map[string]string) string {
-	return ZoneKeyReusing(labels, "")
-}
-
-// ZoneKeyReusing is ZoneKey, returning prev itself when it is the key, so
-// the health pass, which asks for every node's key every few seconds, does
-// not build 100,000 equal strings each time.
-func ZoneKeyReusing(labels map[string]string, prev string) string {
+// KeyReusing is nodemodel.ZoneKey (the same labels, the same key; a test
+// holds them together), returning prev itself when it is the key, so the
+// health pass, which asks for every node's key every few seconds, does not
+// build 100,000 equal strings each time.
+func KeyReusing(labels map[string]string, prev string) string {
 	region, zone := labels[nodemodel.LabelRegionLegacy], labels[nodemodel.LabelZoneLegacy]
 	if region == "" {
 		region = labels[nodemodel.LabelRegion]
@@ -50,39 +51,17 @@ func ZoneKeyReusing(labels map[string]string, prev string) string {
 	return region + zoneSeparator + zone
 }
 
-// ZoneName renders a zone key for people and metric labels: "region/zone",
-// or "zone" without a region.
-func ZoneName(key string) string {
-	if key == "" {
-		return ""
-	}
-	region, zone, _ := cutSep(key)
-	if region == "" {
-		return zone
-	}
-	return region + "/" + zone
-}
-
-func cutSep(key string) (string, string, bool) {
-	for i := 0; i < len(key); i++ {
-		if key[i] == 0 {
-			return key[:i], key[i+1:], true
-		}
-	}
-	return "", key, false
-}
-
-// ExcludedFromDisruption reports whether a node is left out of zone
-// statistics (it still gets judged and tainted).
-func ExcludedFromDisruption(labels map[string]string) bool {
+// Excluded reports whether a node is left out of zone statistics (it still
+// gets judged and tainted).
+func Excluded(labels map[string]string) bool {
 	_, ok := labels[nodemodel.LabelExcludeDisruption]
 	return ok
 }
 
-// ComputeZoneState classifies a zone from the Ready status (after this pass)
+// Classify classifies a zone from the Ready status (after this pass)
 // of its nodes; "" (missing) counts as not ready. It returns the number of
 // not-ready nodes and the state.
-func (c Config) ComputeZoneState(readyStatuses []string) (int, ZoneState) {
+func Classify(c lifecycle.Config, readyStatuses []string) (int, State) {
 	ready, notReady := 0, 0
 	for _, s := range readyStatuses {
 		if s == nodemodel.True {
@@ -93,17 +72,17 @@ func (c Config) ComputeZoneState(readyStatuses []string) (int, ZoneState) {
 	}
 	switch {
 	case ready == 0 && notReady > 0:
-		return notReady, ZoneFullDisruption
+		return notReady, FullDisruption
 	case notReady >= notReadyPartialMinimum && float64(notReady)/float64(notReady+ready) >= c.UnhealthyZoneThreshold:
-		return notReady, ZonePartialDisruption
+		return notReady, PartialDisruption
 	}
-	return notReady, ZoneNormal
+	return notReady, Normal
 }
 
-// ZoneQPS is the taint rate a zone of size nodes gets in state s.
-func (c Config) ZoneQPS(s ZoneState, size int) float64 {
+// QPS is the taint rate a zone of size nodes gets in state s.
+func QPS(c lifecycle.Config, s State, size int) float64 {
 	switch s {
-	case ZonePartialDisruption:
+	case PartialDisruption:
 		if size > c.LargeClusterSizeThreshold {
 			return c.SecondaryEvictionRate
 		}
@@ -117,13 +96,13 @@ func (c Config) ZoneQPS(s ZoneState, size int) float64 {
 // Disruption tracks zone states across passes (upstream handleDisruption).
 type Disruption struct {
 	// States of the zones seen at the last pass.
-	States map[string]ZoneState
+	States map[string]State
 	// MasterDisruption: every zone was fully disrupted at the last pass.
 	MasterDisruption bool
 }
 
-// DisruptionResult tells the controller what to change after a pass.
-type DisruptionResult struct {
+// Result tells the controller what to change after a pass.
+type Result struct {
 	// EnterMaster: every zone is now fully disrupted. Remove the NoExecute
 	// taints of every node and stop every zone's queue (QPS 0): when no node
 	// anywhere is ready, the monitor's own view is the likelier failure.
@@ -134,29 +113,29 @@ type DisruptionResult struct {
 	// Limiters maps each zone whose rate must change to its new QPS.
 	Limiters map[string]float64
 	// Changed lists zones whose state changed (for logs), with the new state.
-	Changed map[string]ZoneState
+	Changed map[string]State
 	// NotReady counts not-ready nodes per zone, for metrics.
 	NotReady map[string]int
 }
 
 // Update applies one pass's Ready statuses per zone (nodes excluded from
 // disruption checks left out).
-func (d *Disruption) Update(cfg Config, zones map[string][]string) DisruptionResult {
+func (d *Disruption) Update(cfg lifecycle.Config, zones map[string][]string) Result {
 	if d.States == nil {
-		d.States = map[string]ZoneState{}
+		d.States = map[string]State{}
 	}
-	res := DisruptionResult{Limiters: map[string]float64{}, Changed: map[string]ZoneState{}, NotReady: map[string]int{}}
-	newStates := map[string]ZoneState{}
+	res := Result{Limiters: map[string]float64{}, Changed: map[string]State{}, NotReady: map[string]int{}}
+	newStates := map[string]State{}
 	allAreFull := true
 	for z, statuses := range zones {
-		n, s := cfg.ComputeZoneState(statuses)
+		n, s := Classify(cfg, statuses)
 		res.NotReady[z] = n
-		if s != ZoneFullDisruption {
+		if s != FullDisruption {
 			allAreFull = false
 		}
 		newStates[z] = s
 		if _, ok := d.States[z]; !ok {
-			d.States[z] = ZoneInitial
+			d.States[z] = Initial
 		}
 	}
 	allWereFull := true
@@ -165,7 +144,7 @@ func (d *Disruption) Update(cfg Config, zones map[string][]string) DisruptionRes
 			delete(d.States, z)
 			continue
 		}
-		if d.States[z] != ZoneFullDisruption {
+		if d.States[z] != FullDisruption {
 			allWereFull = false
 		}
 	}
@@ -178,10 +157,10 @@ func (d *Disruption) Update(cfg Config, zones map[string][]string) DisruptionRes
 		d.MasterDisruption = true
 		for z := range d.States {
 			res.Limiters[z] = 0
-			if d.States[z] != ZoneFullDisruption {
-				res.Changed[z] = ZoneFullDisruption
+			if d.States[z] != FullDisruption {
+				res.Changed[z] = FullDisruption
 			}
-			d.States[z] = ZoneFullDisruption
+			d.States[z] = FullDisruption
 		}
 		return res
 	}
@@ -189,7 +168,7 @@ func (d *Disruption) Update(cfg Config, zones map[string][]string) DisruptionRes
 		res.ExitMaster = d.MasterDisruption
 		d.MasterDisruption = false
 		for z := range d.States {
-			res.Limiters[z] = cfg.ZoneQPS(newStates[z], len(zones[z]))
+			res.Limiters[z] = QPS(cfg, newStates[z], len(zones[z]))
 			if d.States[z] != newStates[z] {
 				res.Changed[z] = newStates[z]
 			}
@@ -202,7 +181,7 @@ func (d *Disruption) Update(cfg Config, zones map[string][]string) DisruptionRes
 		if old == s {
 			continue
 		}
-		res.Limiters[z] = cfg.ZoneQPS(s, len(zones[z]))
+		res.Limiters[z] = QPS(cfg, s, len(zones[z]))
 		res.Changed[z] = s
 		d.States[z] = s
 	}
