@@ -97,8 +97,9 @@ check-gen: $(BUF) ## fail when gen/ is stale against proto/
 	echo "gen/ is up to date"
 
 .PHONY: lint
-lint: $(BUF) $(TOOLS)/staticcheck ## gofmt, go vet, staticcheck, buf lint, buf format, references (.ci/check-refs)
+lint: $(BUF) $(TOOLS)/staticcheck ## gofmt, go vet, staticcheck, buf lint, buf format, references (.ci/check-refs), SPDX headers (.ci/check-headers)
 	.ci/check-refs
+	.ci/check-headers
 	@bad=$$(git ls-files '*.go' | grep -v '^gen/' | xargs gofmt -l); [ -z "$$bad" ] || { echo "gofmt needed: $$bad"; exit 1; }
 	@for m in $(MODULES); do (cd $$m && go vet ./... && $(TOOLS)/staticcheck ./...) || exit 1; done
 	$(BUF) lint

@@ -40,7 +40,7 @@ type healthWrite struct {
 // never modifies them in place, so the stored record's parts are shared,
 // not cloned: a pass looks at every node every few seconds and leaves almost
 // all of them as they are, and deep copies of 100,000 records a pass were
-// the biggest part of the leader's garbage (docs/benchmarks-history.md, session 12).
+// the biggest part of the leader's garbage (docs/adr/0018-monitor-shares-unchanged-state.md).
 func workingHealth(h *nodev1.NodeHealth, name string) *nodev1.NodeHealth {
 	if h == nil {
 		return &nodev1.NodeHealth{NodeName: name}
