@@ -2,7 +2,7 @@
 // Copyright The nodepulse Authors
 
 // Package procutil supervises child processes and samples /proc for the
-// benchmark tools (tests/cmd/bench and reporter's simbench): start a binary
+// benchmark tools (tests/cmd/bench and tests/cmd/simbench): start a binary
 // with its output in a log file, wait for it to be ready, stop it, and read
 // its CPU time, memory and disk writes from /proc. Linux only.
 package procutil

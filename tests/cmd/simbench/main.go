@@ -2,7 +2,7 @@
 // Copyright The nodepulse Authors
 
 // Command simbench measures the fleet simulator (fleetsim, tests/fleetsim)
-// against issue #3's goals: ≥ 5,000 registrations/s, 100,000 virtual nodes
+// against the simulator's goals: ≥ 5,000 registrations/s, 100,000 virtual nodes
 // on ≤ 1 core. See `simbench --help` and docs/benchmarks.md.
 package main
 
@@ -34,7 +34,7 @@ Usage: go run ./tests/cmd/simbench [flags]           (from the repository root)
        simbench fake-collector --listen ADDR         (internal: the fake collector process)
        simbench fleetsim [flags]                     (internal: fleetsim, same code as tests/cmd/fleetsim)
 
-Measures fleetsim alone, against issue #3's goals for it: the
+Measures fleetsim alone, against its goals: the
 simulator registers ≥ 5,000 virtual nodes per second and holds 100,000 nodes
 on ≤ 1 core. It starts two processes on 127.0.0.1:
 
@@ -239,7 +239,7 @@ type Steady struct {
 	AckErrors           float64 `json:"ackErrors"`
 }
 
-// Goal is one of issue #3's goals for the simulator.
+// Goal is one of the simulator's goals.
 type Goal struct {
 	Goal     string `json:"goal"`
 	Measured string `json:"measured"`
