@@ -20,6 +20,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/nodepulse/nodepulse/services/run"
 )
 
 // The Kubernetes write path, reduced to what reaches etcd: every node's
@@ -177,18 +179,11 @@ func (w *writer) stats() WriterStats {
 // grow activates nodes up to the target at the ramp rate; each is due at
 // once (its first write creates the Lease).
 func (w *writer) grow(ctx context.Context) {
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	run.Every(ctx, 10*time.Millisecond, func() {
 		target := int(w.target.Load())
 		act := int(w.active.Load())
 		if act >= target {
-			continue
+			return
 		}
 		add := min(target-act, max(int(w.cfg.RampRate/100), 1))
 		now := time.Now().UnixNano()
@@ -206,7 +201,7 @@ func (w *writer) grow(ctx context.Context) {
 		case w.wake <- struct{}{}:
 		default:
 		}
-	}
+	})
 }
 
 // schedule hands due nodes to the workers in due order. When the workers

@@ -4,15 +4,15 @@
 package bench
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/nodepulse/nodepulse/tests/promtext"
 )
 
 // Metrics is one scrape of a Prometheus text endpoint: every sample by
@@ -20,46 +20,13 @@ import (
 type Metrics map[string][]Sample
 
 // Sample is one line of the exposition format.
-type Sample struct {
-	Labels string // e.g. `le="0.5",method="put"` (as written by the target)
-	Value  float64
-}
+type Sample = promtext.Sample
 
 // ParseMetrics reads the Prometheus text exposition format (comments and
 // timestamps ignored).
 func ParseMetrics(r io.Reader) (Metrics, error) {
-	m := Metrics{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		var name, labels, rest string
-		if i := strings.IndexByte(line, '{'); i >= 0 {
-			j := strings.LastIndexByte(line, '}')
-			if j < i {
-				return nil, fmt.Errorf("bad metric line %q", line)
-			}
-			name, labels, rest = line[:i], line[i+1:j], strings.TrimSpace(line[j+1:])
-		} else {
-			f := strings.Fields(line)
-			if len(f) < 2 {
-				return nil, fmt.Errorf("bad metric line %q", line)
-			}
-			name, rest = f[0], f[1]
-		}
-		if f := strings.Fields(rest); len(f) > 0 {
-			rest = f[0]
-		}
-		v, err := strconv.ParseFloat(rest, 64)
-		if err != nil {
-			return nil, fmt.Errorf("bad value in %q: %w", line, err)
-		}
-		m[name] = append(m[name], Sample{Labels: labels, Value: v})
-	}
-	return m, sc.Err()
+	m, err := promtext.Parse(r)
+	return Metrics(m), err
 }
 
 // Value is the sum of every sample of name whose labels contain every
@@ -125,17 +92,6 @@ func labelValue(labels, key string) (string, bool) {
 
 // Scrape fetches and parses url.
 func Scrape(ctx context.Context, c *http.Client, url string) (Metrics, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return ParseMetrics(resp.Body)
+	m, err := promtext.Scrape(ctx, c, url)
+	return Metrics(m), err
 }

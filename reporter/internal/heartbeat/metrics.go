@@ -3,7 +3,11 @@
 
 package heartbeat
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodepulse/nodepulse/services/metric"
+)
 
 // Metrics of the heartbeat client.
 type Metrics struct {
@@ -16,36 +20,26 @@ type Metrics struct {
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: unregistered).
+// A name registered twice panics: two of these on one registry is a wiring
+// bug, not a condition to run with.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		LeaseRenewals: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "nodepulse_reporter_lease_renewals_sent_total",
-			Help: "Lease renewals sent to a collector.",
-		}),
-		StatusReports: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodepulse_reporter_status_reports_sent_total",
-			Help: "Full status reports sent, by why: connect, changed, periodic, requested, startup.",
-		}, []string{"reason"}),
-		AckLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "nodepulse_reporter_ack_latency_seconds",
-			Help:    "Time from sending a request to receiving its ack, by kind.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
-		}, []string{"kind"}),
-		AckErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodepulse_reporter_ack_errors_total",
-			Help: "Requests the collector refused, by kind and gRPC code.",
-		}, []string{"kind", "code"}),
-		Reconnects: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "nodepulse_reporter_reconnects_total",
-			Help: "Report streams that ended unexpectedly and were reopened.",
-		}),
-		Connected: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "nodepulse_reporter_stream_connected",
-			Help: "1 while a registered report stream is open.",
-		}),
+		LeaseRenewals: metric.Counter("nodepulse_reporter_lease_renewals_sent_total",
+			"Lease renewals sent to a collector."),
+		StatusReports: metric.CounterVec("nodepulse_reporter_status_reports_sent_total",
+			"Full status reports sent, by why: connect, changed, periodic, requested, startup.", "reason"),
+		AckLatency: metric.HistogramVec("nodepulse_reporter_ack_latency_seconds",
+			"Time from sending a request to receiving its ack, by kind.",
+			prometheus.ExponentialBuckets(0.0005, 2, 16), "kind"),
+		AckErrors: metric.CounterVec("nodepulse_reporter_ack_errors_total",
+			"Requests the collector refused, by kind and gRPC code.", "kind", "code"),
+		Reconnects: metric.Counter("nodepulse_reporter_reconnects_total",
+			"Report streams that ended unexpectedly and were reopened."),
+		Connected: metric.Gauge("nodepulse_reporter_stream_connected",
+			"1 while a registered report stream is open."),
 	}
-	if reg != nil {
-		reg.MustRegister(m.LeaseRenewals, m.StatusReports, m.AckLatency, m.AckErrors, m.Reconnects, m.Connected)
+	if err := metric.Register(reg, m.LeaseRenewals, m.StatusReports, m.AckLatency, m.AckErrors, m.Reconnects, m.Connected); err != nil {
+		panic(err)
 	}
 	return m
 }

@@ -14,6 +14,7 @@ import (
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
+	svcrun "github.com/nodepulse/nodepulse/services/run" // this package has a func run
 )
 
 // showTable prints the nodes every refresh; on a terminal it redraws in
@@ -27,9 +28,9 @@ func showTable(ctx context.Context, out io.Writer, addr string, refresh time.Dur
 	client := nodev1.NewNodeServiceClient(cc)
 	tty := isTerminal(out)
 	last := ""
-	t := time.NewTicker(refresh)
-	defer t.Stop()
-	for {
+	// Draw at once, then every refresh: a refresh that outlasts the
+	// interval (a slow monitor) delays the next one instead of queueing.
+	draw := func() {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		resp, err := client.ListNodes(cctx, &nodev1.ListNodesRequest{})
 		cancel()
@@ -45,12 +46,10 @@ func showTable(ctx context.Context, out io.Writer, addr string, refresh time.Dur
 			fmt.Fprintf(out, "%s\n%s\n", time.Now().Format("15:04:05"), s)
 			last = s
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
 	}
+	draw()
+	svcrun.Every(ctx, refresh, draw)
+	return nil
 }
 
 func renderNodes(w io.Writer, nodes []*nodev1.Node, now time.Time) {

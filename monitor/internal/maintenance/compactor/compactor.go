@@ -36,6 +36,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nodepulse/nodepulse/monitor/internal/leadership"
+	"github.com/nodepulse/nodepulse/services/metric"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 )
 
@@ -97,23 +98,19 @@ func New(cfg Config, store nodestore.Compaction, leader leadership.Leader, lg *z
 		cfg.Now = time.Now
 	}
 	c := &Compactor{cfg: cfg, store: store, leader: leader, lg: lg.Named("compactor"),
-		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricCompactions,
-			Help: "etcd compaction rounds of the leading monitor, by result: compacted, already_compacted (someone compacted further first), future_revision (etcd went back, e.g. restored), error."},
-			[]string{"result"}),
-		revision: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricCompactedRevision,
-			Help: "The revision this monitor last compacted etcd's history to."}),
-		last: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricLastCompaction,
-			Help: "Unix time of this monitor's last successful etcd compaction."}),
+		rounds: metric.CounterVec(MetricCompactions,
+			"etcd compaction rounds of the leading monitor, by result: compacted, already_compacted (someone compacted further first), future_revision (etcd went back, e.g. restored), error.",
+			"result"),
+		revision: metric.Gauge(MetricCompactedRevision,
+			"The revision this monitor last compacted etcd's history to."),
+		last: metric.Gauge(MetricLastCompaction,
+			"Unix time of this monitor's last successful etcd compaction."),
 	}
 	for _, r := range []string{ResultCompacted, ResultAlreadyCompacted, ResultFuture, ResultError} {
 		c.rounds.WithLabelValues(r)
 	}
-	if reg != nil {
-		for _, m := range []prometheus.Collector{c.rounds, c.revision, c.last} {
-			if err := reg.Register(m); err != nil {
-				return nil, fmt.Errorf("register compactor metrics: %w", err)
-			}
-		}
+	if err := metric.Register(reg, c.rounds, c.revision, c.last); err != nil {
+		return nil, fmt.Errorf("register compactor metrics: %w", err)
 	}
 	return c, nil
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/nodepulse/nodepulse/services/metric"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 )
 
@@ -207,24 +208,21 @@ func New(cfg Config, store nodestore.Defragmentation, leader Leader, lg *zap.Log
 	d := &Defragmenter{cfg: cfg, store: store, leader: leader, lg: lg.Named("defrag"),
 		kick:   make(chan struct{}, 1),
 		member: map[uint64]*memberState{},
-		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricDefrags,
-			Help: "etcd member defragmentations by the leading monitor, by result: defragmented, error."},
-			[]string{"result"}),
+		rounds: metric.CounterVec(MetricDefrags,
+			"etcd member defragmentations by the leading monitor, by result: defragmented, error.",
+			"result"),
+		// A plain histogram (no labels), which package metric does not build.
 		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricDefragSeconds,
 			Help:    "How long one etcd member was blocked defragmenting.",
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}}),
-		reclaimed: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricReclaimed,
-			Help: "Bytes of etcd database file the leading monitor's defragmentations gave back."}),
+		reclaimed: metric.Counter(MetricReclaimed,
+			"Bytes of etcd database file the leading monitor's defragmentations gave back."),
 	}
 	for _, r := range []string{ResultDefragmented, ResultError} {
 		d.rounds.WithLabelValues(r)
 	}
-	if reg != nil {
-		for _, m := range []prometheus.Collector{d.rounds, d.seconds, d.reclaimed} {
-			if err := reg.Register(m); err != nil {
-				return nil, fmt.Errorf("register defrag metrics: %w", err)
-			}
-		}
+	if err := metric.Register(reg, d.rounds, d.seconds, d.reclaimed); err != nil {
+		return nil, fmt.Errorf("register defrag metrics: %w", err)
 	}
 	return d, nil
 }

@@ -4,6 +4,8 @@ import (
 	"sort"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodepulse/nodepulse/services/metric"
 )
 
 // Metric names.
@@ -23,26 +25,22 @@ type metrics struct {
 
 func newMetrics() *metrics {
 	return &metrics{
-		scheduled: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricScheduled,
-			Help: "Pod deletions scheduled (or rescheduled) by the evictor because of NoExecute taints."}),
-		cancelled: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricCancelled,
-			Help: "Scheduled pod deletions cancelled (taints gone, or tolerated for ever)."}),
-		executed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricExecuted,
-			Help: "Pods deleted by the evictor, by zone of their node."}, []string{"zone"}),
-		failed: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricFailed,
-			Help: "Evictions that failed every try (retried at the next resync) or were fenced."}),
-		depth: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricQueueDepth,
-			Help: "Pod deletions pending on the leader."}),
+		scheduled: metric.Counter(MetricScheduled,
+			"Pod deletions scheduled (or rescheduled) by the evictor because of NoExecute taints."),
+		cancelled: metric.Counter(MetricCancelled,
+			"Scheduled pod deletions cancelled (taints gone, or tolerated for ever)."),
+		executed: metric.CounterVec(MetricExecuted,
+			"Pods deleted by the evictor, by zone of their node.", "zone"),
+		failed: metric.Counter(MetricFailed,
+			"Evictions that failed every try (retried at the next resync) or were fenced."),
+		depth: metric.Gauge(MetricQueueDepth,
+			"Pod deletions pending on the leader."),
 	}
 }
 
+// register registers the metrics on reg; a nil reg registers nothing.
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.scheduled, m.cancelled, m.executed, m.failed, m.depth} {
-		if err := reg.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
+	return metric.Register(reg, m.scheduled, m.cancelled, m.executed, m.failed, m.depth)
 }
 
 func sortSchedules(s []PodSchedule) {

@@ -137,10 +137,8 @@ func New(cfg Config, store nodestore.Store, c *cache.Cache, leader Leader, lg *z
 		cfg.Now = time.Now
 	}
 	r := &Runner{cfg: cfg, store: store, cache: c, leader: leader, lg: lg.Named("evictor"), m: newMetrics()}
-	if reg != nil {
-		if err := r.m.register(reg); err != nil {
-			return nil, fmt.Errorf("register evictor metrics: %w", err)
-		}
+	if err := r.m.register(reg); err != nil {
+		return nil, fmt.Errorf("register evictor metrics: %w", err)
 	}
 	return r, nil
 }
