@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package app is the collector's composition root: configuration and flags,
 // wiring of the ingest server, write path, liveness feed and registration in
 // etcd, and the run/drain sequence. tests/ runs collectors in-process

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Command etcd is the upstream etcd server, built from the go.etcd.io/etcd
 // module at the version pinned in this directory's go.mod. nodepulse ships it
 // this way because its container images are built FROM scratch from static

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package app is the monitor's composition root: configuration and flags,
 // wiring of the watch cache, the collectors' liveness feeds, the node
 // lifecycle controller and the NodeService API, and the run sequence.

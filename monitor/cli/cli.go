@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package cli is the nodepulse command line: kubectl-like views of the
 // monitor's NodeService (get, describe, watch, explain) and the operator's
 // changes (cordon, uncordon, taint, delete, request-status), plus

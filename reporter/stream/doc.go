@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package stream is the client side of the Report stream protocol
 // (collector.proto, spec §3 and §4): the messages a node sends, what the
 // collector's acks and commands mean, and every timing rule of the protocol:

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package admin serves a process's operational HTTP endpoints on their own
 // port: /metrics (Prometheus), /healthz (liveness: the process answers),
 // /readyz (readiness: every registered check passes) and /debug/pprof.

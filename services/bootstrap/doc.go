@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package bootstrap owns what every nodepulse server binary (collector,
 // monitor, reporter) does around its own work: the flag set with an
 // environment variable for every flag, --help, --version and the version

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package flagenv gives every command-line flag an environment variable
 // equivalent and a --help that lists both.
 //

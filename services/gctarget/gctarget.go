@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package gctarget applies a process's Go GC settings from its
 // --runtime.* flags. The services that hold something per node (streams,
 // cached objects) choose their own defaults, because a collection cycle

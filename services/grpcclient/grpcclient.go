@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package grpcclient dials nodepulse gRPC endpoints: one or more addresses
 // (a comma-separated list, or a dns:/// name that resolves to several),
 // round-robin balancing over the ones whose grpc.health.v1 status is SERVING,

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package grpcmw adapts go-grpc-middleware v2 to nodepulse: a zap logger for
 // the logging interceptor, a recovery handler that logs the panic, and a
 // matcher that keeps health checks and reflection out of the logs.

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package grpcserver builds the gRPC server every nodepulse service runs:
 // one fixed interceptor chain, TLS/mTLS, keepalive enforcement, message
 // limits, the grpc.health.v1 service, reflection (so grpcurl needs no proto

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package identity says who is calling a nodepulse server, from the peer's
 // verified TLS client certificate, following Kubernetes conventions:
 //

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package logging builds the zap logger every nodepulse binary uses and
 // routes grpc-go's own logging through it.
 package logging

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package metric builds and registers the Prometheus metrics of nodepulse's
 // components: one call a metric instead of an options literal each, and one
 // registration of them all on a registry that may be nil (a component built

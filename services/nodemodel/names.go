@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package nodemodel holds the shared meaning of the node model: the
 // well-known names of the spec (condition types, reasons, taint keys, labels),
 // change detection between two statuses, and the merge that serves a node

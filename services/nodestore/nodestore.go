@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package nodestore is the one seam between nodepulse and its store. It fixes
 // the key layout (one key per object, one writer per kind), the value
 // encoding (protobuf, the same messages as on the wire) and a narrow set of

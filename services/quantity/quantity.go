@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package quantity parses and formats Kubernetes resource quantities
 // ("4", "500m", "16318080Ki", "1.5Gi", "2e3") exactly, as big rationals, so
 // capacity arithmetic and change detection compare values, not spellings.

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package run runs a process's long-lived components together: the first one
 // to fail (or the parent context ending) cancels all the others, and shutdown
 // waits for them up to a deadline. It keeps dskit's "one failure stops the

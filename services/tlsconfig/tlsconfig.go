@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package tlsconfig loads the TLS material of nodepulse endpoints from files
 // and builds server and client tls.Configs. mTLS is the default: a server
 // with a CA file requires and verifies client certificates. Plaintext needs

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package validation checks nodepulse input at the API edge: node names,
 // labels, taints, tolerations, conditions, resource quantities, addresses,
 // timestamps and the sizes of everything that can grow. The collector uses it

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package version holds the build version, set by the linker:
 //
 //	-ldflags "-X github.com/nodepulse/nodepulse/services/version.Version=v0.1.0"

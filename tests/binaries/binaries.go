@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package binaries builds the nodepulse binaries once per test process, so
 // end-to-end tests run the real programs. NODEPULSE_BIN_DIR points at
 // prebuilt binaries (CI builds them with `make build` first) and skips the

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package etcdtest runs a single-member embedded etcd for tests: the store
 // layer's conformance suite, the in-process integration tests and the
 // outage tests all use a real etcd, never a mock of it.

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package promtext reads what a component serves on /metrics (the
 // Prometheus text exposition format) into its samples by metric name, for
 // the tools that measure nodepulse from outside: the scale benchmark

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Command collector runs a nodepulse collector. See `collector --help`.
 package main
 

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package feed serves FeedService: the live liveness feed monitors follow
 // (WatchLiveness) and command delivery to attached nodes (SendNodeCommand).
 //

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package gcboost raises the Go GC target while the collector works off a
 // registration backlog, and lowers it again once the backlog is gone.
 //

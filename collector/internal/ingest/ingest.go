@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package ingest serves CollectorService.Report: one long-lived stream per
 // node, a small state machine per stream
 //

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package live is the collector's in-memory liveness table: which nodes are
 // attached to this collector, their latest lease renewal, and how much of it
 // is already checkpointed in etcd. Every change is also recorded as a feed

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package persist is the collector's write path to etcd (through
 // nodestore). Three flows, each batched, because at fleet scale the number
 // of etcd transactions, not their size, is what costs:

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Command nodepulse is the nodepulse CLI. See `nodepulse --help`.
 package main
 

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package api owns the monitor's gRPC side: NodeService and PodService
 // turn requests into calls and results into responses and status codes.
 // Queries and watches come from the watch cache (any replica); admin changes

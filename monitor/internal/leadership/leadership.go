@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package leadership owns the one loop every leader-only part of the
 // monitor runs (the evictor, the compactor): follow the lifecycle
 // controller's leadership and do the part's work while this replica leads.

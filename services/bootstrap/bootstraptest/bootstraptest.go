@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package bootstraptest checks a server binary's version paths end to end:
 // the test binary of the command's package runs the command's own main in a
 // child process, so the test sees what a user running the binary sees (what

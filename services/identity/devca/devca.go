@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package devca creates a development certificate authority and the
 // certificates a nodepulse deployment needs, with no external tool. It is for
 // laptops, CI and trying mTLS out; production keys belong in a real PKI

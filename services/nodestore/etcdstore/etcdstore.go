@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package etcdstore implements nodestore.Store on etcd v3. It is the only
 // package that imports the etcd client. Values are protobuf-encoded, DEFLATE
 // compressed with a preset dictionary per kind when that pays (codec.go);

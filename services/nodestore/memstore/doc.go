@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package memstore is an in-memory nodestore.Store for unit tests, including
 // tests that run inside testing/synctest bubbles. It passes the same
 // conformance suite (nodestore/storetest) as etcdstore, so a component tested

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package storetest is the conformance suite of nodestore.Store: every
 // backend (etcdstore on an embedded etcd, memstore) runs the same Run, so the
 // in-memory fake used by unit tests cannot drift from etcd's behaviour.

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Command etcdsize reports what a nodepulse etcd holds: per kind (the first
 // key segment under --prefix) the number of keys and the bytes of keys and
 // values, against the member's database size (the bbolt file, which also

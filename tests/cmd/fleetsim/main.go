@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Command fleetsim runs a fleet of virtual nodes against the collectors, the
 // load generator of the benchmarks and the local stack (see fleetsim --help
 // and tests/fleetsim). It is a test tool, not part of the product: the

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Command localstack is what `make run` starts: a whole nodepulse pipeline on
 // this machine without Docker — a real etcd, a collector, a monitor and a
 // reporter for this machine, each its own process so each stage can be

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package leadertest is a leadership the tests of the leader-only parts
 // (evictor, compactor, defragmenter) switch on and off by hand, in place of
 // the lifecycle controller's election.

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package compactor bounds etcd's history. The leading monitor observes
 // etcd's revision Steps times per Interval and compacts to the revision it
 // observed one Interval earlier, so etcd keeps between 1 and 1 + 1/Steps

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package defrag gives back the space etcd's database keeps after
 // compaction. Compaction deletes old revisions from bbolt pages but never
 // shrinks the file, and a page is merged with its neighbours only when it is

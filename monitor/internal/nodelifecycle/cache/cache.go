@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package cache is the monitor's watch cache: it lists every stored kind at
 // one revision, then watches from that revision, so its view is always a
 // consistent prefix of the store's history. On ErrCompacted (or any broken

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package controller is the node lifecycle controller (spec §6) wired to the
 // store: leader election, the health pass every --node-monitor-period, the
 // NoExecute taint queues drained every 100ms, events, and the staleness

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 package controller
 
 // The health pass (spec §6.2-§6.6): every node is judged in memory against

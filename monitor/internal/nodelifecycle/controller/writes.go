@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 package controller
 
 // Writes: every health record the leader stores is fenced by its election

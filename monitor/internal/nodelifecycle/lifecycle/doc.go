@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package lifecycle holds the pure rules of the node lifecycle controller
 // (spec §6): the per-node health record and the grace-period judgement, the
 // NoSchedule condition taints, the NoExecute taint decisions, and the

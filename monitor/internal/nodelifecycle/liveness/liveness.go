@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package liveness follows the collectors' live liveness feeds: every
 // collector registered under collectors/ is followed through
 // FeedService.WatchLiveness, and every RENEWED, ATTACHED or WAITING event

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package zones owns the zone half of the node lifecycle controller (spec
 // §6.6): which zone a node is in, and the zone state machine that turns
 // each pass's Ready statuses per zone into zone states, NoExecute taint

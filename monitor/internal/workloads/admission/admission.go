@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package admission applies the pod defaults Kubernetes applies on the way
 // into the API (spec §8), so that pods stored through PodService carry the
 // same tolerations they would carry in a Kubernetes cluster:

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package eviction is the taint-eviction controller (spec §7): pods on a
 // node with NoExecute taints are deleted at once when a taint is not
 // tolerated, or after the smallest tolerationSeconds of their matching

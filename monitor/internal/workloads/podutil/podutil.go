@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
 // Package podutil owns the pod model the monitor's writers share (the
 // PodService API, admission, the lifecycle controller marking pods not
 // ready, the evictor): the condition types, phases and the condition update
