@@ -48,10 +48,19 @@ type ObjectMeta struct {
 	// OwnerReferences name the objects this one belongs to (a pod's ReplicaSet,
 	// StatefulSet, DaemonSet or Job; a lease's Node).
 	OwnerReferences []*OwnerReference `protobuf:"bytes,8,rep,name=owner_references,json=ownerReferences,proto3" json:"owner_references,omitempty"`
-	// DeletionTimestamp is set when deletion of the object has been requested.
+	// DeletionTimestamp is set when a graceful deletion of the object has been
+	// requested: the time by which the object's agent (for a pod, the reporter
+	// of its node) is asked to have finished, now + the grace period. Nothing
+	// removes the object when this time passes (as in Kubernetes): only the
+	// agent's confirmation, pod garbage collection or a forced delete do.
 	DeletionTimestamp *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=deletion_timestamp,json=deletionTimestamp,proto3" json:"deletion_timestamp,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// DeletionGracePeriodSeconds is the grace period of the requested
+	// deletion; set together with deletion_timestamp.
+	DeletionGracePeriodSeconds *int64 `protobuf:"varint,10,opt,name=deletion_grace_period_seconds,json=deletionGracePeriodSeconds,proto3,oneof" json:"deletion_grace_period_seconds,omitempty"`
+	// Generation counts changes to the object's desired state; output only.
+	Generation    int64 `protobuf:"varint,11,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ObjectMeta) Reset() {
@@ -147,6 +156,20 @@ func (x *ObjectMeta) GetDeletionTimestamp() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ObjectMeta) GetDeletionGracePeriodSeconds() int64 {
+	if x != nil && x.DeletionGracePeriodSeconds != nil {
+		return *x.DeletionGracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *ObjectMeta) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
 // OwnerReference identifies the owner of an object, as in Kubernetes.
 type OwnerReference struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -233,7 +256,7 @@ var File_nodepulse_node_v1_meta_proto protoreflect.FileDescriptor
 
 const file_nodepulse_node_v1_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x1cnodepulse/node/v1/meta.proto\x12\x11nodepulse.node.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xef\x04\n" +
+	"\x1cnodepulse/node/v1/meta.proto\x12\x11nodepulse.node.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf9\x05\n" +
 	"\n" +
 	"ObjectMeta\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
@@ -244,13 +267,19 @@ const file_nodepulse_node_v1_meta_proto_rawDesc = "" +
 	"\x12creation_timestamp\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x11creationTimestamp\x12)\n" +
 	"\x10resource_version\x18\a \x01(\tR\x0fresourceVersion\x12L\n" +
 	"\x10owner_references\x18\b \x03(\v2!.nodepulse.node.v1.OwnerReferenceR\x0fownerReferences\x12I\n" +
-	"\x12deletion_timestamp\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x11deletionTimestamp\x1a9\n" +
+	"\x12deletion_timestamp\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x11deletionTimestamp\x12F\n" +
+	"\x1ddeletion_grace_period_seconds\x18\n" +
+	" \x01(\x03H\x00R\x1adeletionGracePeriodSeconds\x88\x01\x01\x12\x1e\n" +
+	"\n" +
+	"generation\x18\v \x01(\x03R\n" +
+	"generation\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8b\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B \n" +
+	"\x1e_deletion_grace_period_seconds\"\x8b\x01\n" +
 	"\x0eOwnerReference\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +
@@ -300,6 +329,7 @@ func file_nodepulse_node_v1_meta_proto_init() {
 	if File_nodepulse_node_v1_meta_proto != nil {
 		return
 	}
+	file_nodepulse_node_v1_meta_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

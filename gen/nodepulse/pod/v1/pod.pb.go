@@ -100,9 +100,13 @@ type PodSpec struct {
 	// unreachable NoExecute tolerations (300 s) unless already covered.
 	Tolerations []*v1.Toleration `protobuf:"bytes,2,rep,name=tolerations,proto3" json:"tolerations,omitempty"`
 	// HostNetwork pods also tolerate network-unavailable (DaemonSet defaults).
-	HostNetwork   bool `protobuf:"varint,3,opt,name=host_network,json=hostNetwork,proto3" json:"host_network,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HostNetwork bool `protobuf:"varint,3,opt,name=host_network,json=hostNetwork,proto3" json:"host_network,omitempty"`
+	// TerminationGracePeriodSeconds is the grace a graceful deletion gives the
+	// pod when the request names none; defaulted to 30 at creation, as in
+	// Kubernetes.
+	TerminationGracePeriodSeconds *int64 `protobuf:"varint,4,opt,name=termination_grace_period_seconds,json=terminationGracePeriodSeconds,proto3,oneof" json:"termination_grace_period_seconds,omitempty"`
+	unknownFields                 protoimpl.UnknownFields
+	sizeCache                     protoimpl.SizeCache
 }
 
 func (x *PodSpec) Reset() {
@@ -156,13 +160,25 @@ func (x *PodSpec) GetHostNetwork() bool {
 	return false
 }
 
+func (x *PodSpec) GetTerminationGracePeriodSeconds() int64 {
+	if x != nil && x.TerminationGracePeriodSeconds != nil {
+		return *x.TerminationGracePeriodSeconds
+	}
+	return 0
+}
+
 // PodStatus is the observed state of the pod.
 type PodStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Phase: "Pending", "Running", "Succeeded", "Failed" or "Unknown".
 	Phase string `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
 	// Conditions: Ready, and DisruptionTarget when the evictor deletes it.
-	Conditions    []*PodCondition `protobuf:"bytes,2,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	Conditions []*PodCondition `protobuf:"bytes,2,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// Reason: a CamelCase word for why the pod is in this phase, when one
+	// applies (Kubernetes prints it as the pod's STATUS instead of the phase).
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Message: a human-readable sentence about the phase.
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -209,6 +225,20 @@ func (x *PodStatus) GetConditions() []*PodCondition {
 		return x.Conditions
 	}
 	return nil
+}
+
+func (x *PodStatus) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PodStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
 }
 
 // PodCondition is one aspect of pod state.
@@ -310,16 +340,20 @@ const file_nodepulse_pod_v1_pod_proto_rawDesc = "" +
 	"\x03Pod\x129\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1d.nodepulse.node.v1.ObjectMetaR\bmetadata\x12-\n" +
 	"\x04spec\x18\x02 \x01(\v2\x19.nodepulse.pod.v1.PodSpecR\x04spec\x123\n" +
-	"\x06status\x18\x03 \x01(\v2\x1b.nodepulse.pod.v1.PodStatusR\x06status\"\x8a\x01\n" +
+	"\x06status\x18\x03 \x01(\v2\x1b.nodepulse.pod.v1.PodStatusR\x06status\"\xfd\x01\n" +
 	"\aPodSpec\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12?\n" +
 	"\vtolerations\x18\x02 \x03(\v2\x1d.nodepulse.node.v1.TolerationR\vtolerations\x12!\n" +
-	"\fhost_network\x18\x03 \x01(\bR\vhostNetwork\"a\n" +
+	"\fhost_network\x18\x03 \x01(\bR\vhostNetwork\x12L\n" +
+	" termination_grace_period_seconds\x18\x04 \x01(\x03H\x00R\x1dterminationGracePeriodSeconds\x88\x01\x01B#\n" +
+	"!_termination_grace_period_seconds\"\x93\x01\n" +
 	"\tPodStatus\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12>\n" +
 	"\n" +
 	"conditions\x18\x02 \x03(\v2\x1e.nodepulse.pod.v1.PodConditionR\n" +
-	"conditions\"\xfe\x01\n" +
+	"conditions\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xfe\x01\n" +
 	"\fPodCondition\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12B\n" +
@@ -371,6 +405,7 @@ func file_nodepulse_pod_v1_pod_proto_init() {
 	if File_nodepulse_pod_v1_pod_proto != nil {
 		return
 	}
+	file_nodepulse_pod_v1_pod_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
