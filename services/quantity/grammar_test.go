@@ -9,7 +9,6 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"regexp"
-	"strings"
 	"testing"
 )
 
@@ -17,9 +16,11 @@ import (
 var refSyntax = regexp.MustCompile(`^([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$`)
 
 // refParse is Parse as it was with the regular expression and big numbers
-// throughout: the reference for split and the small-number fast path.
+// throughout: the reference for split and the small-number fast path. Like
+// Parse it rounds to nano-units and refuses values whose canonical form is
+// longer than MaxLen.
 func refParse(s string) (*big.Rat, bool) {
-	m := refSyntax.FindStringSubmatch(strings.TrimSpace(s))
+	m := refSyntax.FindStringSubmatch(s)
 	if m == nil {
 		return nil, false
 	}
@@ -43,6 +44,10 @@ func refParse(s string) (*big.Rat, bool) {
 	}
 	if m[1] == "-" {
 		num.Neg(num)
+	}
+	num = ceilNano(num)
+	if len(bigString(num)) > MaxLen {
+		return nil, false
 	}
 	return num, true
 }

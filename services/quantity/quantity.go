@@ -13,7 +13,6 @@ import (
 	"math/big"
 	"math/bits"
 	"strconv"
-	"strings"
 )
 
 // Quantity is an exact rational amount.
@@ -57,15 +56,20 @@ var suffixes = map[string]*big.Rat{
 }
 
 // MaxLen bounds the text of a quantity; longer strings are refused before
-// parsing so absurd input costs nothing.
+// parsing so absurd input costs nothing. A quantity whose canonical form
+// (String) is longer is refused too, so whatever parses prints to a string
+// that parses back to the same value.
 const MaxLen = 64
 
-// Parse reads a quantity in Kubernetes syntax.
+// Parse reads a quantity in Kubernetes syntax. Like Kubernetes'
+// resource.ParseQuantity it refuses surrounding spaces, and rounds a value
+// finer than a nano-unit up to the next nano-unit, so String prints it
+// exactly.
 func Parse(s string) (Quantity, error) {
 	if len(s) > MaxLen {
 		return Quantity{}, fmt.Errorf("quantity longer than %d characters", MaxLen)
 	}
-	neg, digits, suf, ok := split(strings.TrimSpace(s))
+	neg, digits, suf, ok := split(s)
 	if !ok {
 		return Quantity{}, fmt.Errorf("%q is not a quantity (want e.g. 4, 500m, 16Gi, 1e3)", s)
 	}
@@ -96,7 +100,31 @@ func Parse(s string) (Quantity, error) {
 	if neg {
 		num.Neg(num)
 	}
-	return Quantity{r: num}, nil
+	// The exact path only (the small one makes nothing finer than a nano
+	// or longer than 20 digits): round to nano as String does, and refuse
+	// what String would print past MaxLen ("9…9E" with 63 nines prints 81
+	// digits), which would not parse back.
+	if !num.IsInt() {
+		num = ceilNano(num)
+	}
+	q := Quantity{r: num}
+	if len(q.String()) > MaxLen {
+		return Quantity{}, fmt.Errorf("%q: the value takes more than %d characters to write", s, MaxLen)
+	}
+	return q, nil
+}
+
+// ceilNano rounds r up (towards +∞) to a whole number of nano-units.
+func ceilNano(r *big.Rat) *big.Rat {
+	v := new(big.Rat).Quo(r, suffixes["n"])
+	if v.IsInt() {
+		return r
+	}
+	i := new(big.Int).Quo(v.Num(), v.Denom()) // truncates towards zero
+	if v.Sign() > 0 {
+		i.Add(i, big.NewInt(1))
+	}
+	return new(big.Rat).Mul(new(big.Rat).SetInt(i), suffixes["n"])
 }
 
 // split checks s against the grammar of a quantity, by hand (a regexp
@@ -370,13 +398,9 @@ func bigString(r *big.Rat) string {
 			return v.Num().String() + s
 		}
 	}
-	// Finer than nano: round up to nano, as Kubernetes does.
-	v := new(big.Rat).Quo(r, suffixes["n"])
-	i := new(big.Int).Quo(v.Num(), v.Denom())
-	if v.Sign() > 0 {
-		i.Add(i, big.NewInt(1))
-	}
-	return i.String() + "n"
+	// Finer than nano (a product or sum, never a parsed value): round up
+	// to nano, as Kubernetes does.
+	return new(big.Rat).Quo(ceilNano(r), suffixes["n"]).Num().String() + "n"
 }
 
 // Bytes formats a byte count ("16318080Ki" style).
