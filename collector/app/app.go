@@ -248,8 +248,8 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	if err != nil {
 		return nil, a.closeOnErr(err)
 	}
-	collectorv1.RegisterCollectorServiceServer(a.grpc.Server, a.ingest)
-	collectorv1.RegisterFeedServiceServer(a.grpc.Server, a.feed)
+	collectorv1.RegisterCollectorServiceServer(a.grpc, a.ingest)
+	collectorv1.RegisterFeedServiceServer(a.grpc, a.feed)
 	if a.server, err = bootstrap.NewServer(cfg.Admin, lg, reg); err != nil {
 		a.grpc.Stop()
 		return nil, a.closeOnErr(err)

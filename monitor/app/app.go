@@ -274,8 +274,8 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	}
 	nodeAPI := api.New(a.store, a.cache, lifecycleView{a.ctl, a.store}, a.live, lg, nil)
 	nodeAPI.SetEvictor(a.evict)
-	nodev1.RegisterNodeServiceServer(a.grpc.Server, nodeAPI)
-	podv1.RegisterPodServiceServer(a.grpc.Server, api.NewPodServer(a.store, a.cache, a.evict, cfg.Admission, lg, nil))
+	nodev1.RegisterNodeServiceServer(a.grpc, nodeAPI)
+	podv1.RegisterPodServiceServer(a.grpc, api.NewPodServer(a.store, a.cache, a.evict, cfg.Admission, lg, nil))
 	if a.server, err = bootstrap.NewServer(cfg.Admin, lg, reg); err != nil {
 		a.grpc.Stop()
 		return nil, a.closeOnErr(err)

@@ -61,6 +61,13 @@ type Config struct {
 	// They are fixed on purpose: see DefaultStreamWindow.
 	StreamWindow int
 	ConnWindow   int
+	// MaxConnections caps the connections open at once; more are closed at
+	// accept. 0 derives it from RLIMIT_NOFILE, keeping a reserve of
+	// descriptors for the admin port, etcd and files (connectionCap).
+	MaxConnections int
+	// ConnectionTimeout bounds a new connection's TLS and HTTP/2
+	// handshake; 0 means DefaultConnectionTimeout.
+	ConnectionTimeout time.Duration
 }
 
 // RegisterFlags adds the grpc.* flags with the given default address.
@@ -82,6 +89,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defAddr string) {
 	fs.DurationVar(&c.DrainTimeout, "grpc.drain-timeout", 10*time.Second, "on shutdown, wait this long for calls to finish before cutting them")
 	fs.IntVar(&c.StreamWindow, "grpc.stream-window-size", DefaultStreamWindow, "HTTP/2 flow-control window per stream in bytes (fixed; at least 65536)")
 	fs.IntVar(&c.ConnWindow, "grpc.conn-window-size", DefaultConnWindow, "HTTP/2 flow-control window per connection in bytes (fixed; at least 65536)")
+	fs.IntVar(&c.MaxConnections, "grpc.max-connections", 0, "most connections open at once; more are closed at accept (0: the file-descriptor limit less max(64, 10 %) kept for the admin port, etcd and files)")
+	fs.DurationVar(&c.ConnectionTimeout, "grpc.connection-timeout", DefaultConnectionTimeout, "close a new connection whose TLS/HTTP/2 handshake has not completed within this")
 }
 
 // Default flow-control windows, for servers and for grpcclient. They are
@@ -188,6 +197,21 @@ func New(cfg Config, lg *zap.Logger, reg prometheus.Registerer, opts Options) (*
 	if err != nil {
 		return nil, err
 	}
+	maxConns, err := cfg.maxConnections()
+	if err != nil {
+		return nil, err
+	}
+	connTimeout := cfg.ConnectionTimeout
+	switch {
+	case connTimeout < 0:
+		return nil, fmt.Errorf("--grpc.connection-timeout=%s: must be positive", connTimeout)
+	case connTimeout == 0:
+		connTimeout = DefaultConnectionTimeout
+	}
+	connMetrics, err := newConnMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("register gRPC connection metrics: %w", err)
+	}
 	metrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
 		grpcprom.WithHistogramBuckets([]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}),
 	))
@@ -240,6 +264,11 @@ func New(cfg Config, lg *zap.Logger, reg prometheus.Registerer, opts Options) (*
 		// Fixed windows: no BDP-estimation PING per sparse message.
 		grpc.StaticStreamWindowSize(streamWin),
 		grpc.StaticConnWindowSize(connWin),
+		// A socket that never completes its handshake is closed after
+		// this, so idle sockets cannot hold descriptors for long.
+		grpc.ConnectionTimeout(connTimeout),
+		// Undecodable messages answered InvalidArgument (RegisterService).
+		serverCodec(),
 	}
 	if tlsCfg != nil {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(tlsCfg)))
@@ -250,8 +279,9 @@ func New(cfg Config, lg *zap.Logger, reg prometheus.Registerer, opts Options) (*
 	if err != nil {
 		return nil, fmt.Errorf("gRPC listen on %s: %w", cfg.ListenAddress, err)
 	}
+	ln = newLimitListener(ln, maxConns, connTimeout, connMetrics, lg.Named("grpc"))
 	s := &Server{Server: grpc.NewServer(sopts...), cfg: cfg, lg: lg.Named("grpc"), ln: ln, Health: health.NewServer()}
-	healthpb.RegisterHealthServer(s.Server, s.Health)
+	healthpb.RegisterHealthServer(s, s.Health)
 	reflection.Register(s.Server)
 	// Not serving until the service says it is ready.
 	s.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -282,10 +312,11 @@ func checkStream(check func(context.Context, string) error) grpc.StreamServerInt
 }
 
 // chainStreams nests in, first outermost, as grpc.ChainStreamInterceptor
-// does (which cannot be combined with routeStreams' own interceptor).
+// does (which cannot be combined with routeStreams' own interceptor), with
+// a stream whose undecodable messages are InvalidArgument (decodeStream).
 func chainStreams(in []grpc.StreamServerInterceptor) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		return nest(in, info, handler)(srv, ss)
+		return nest(in, info, handler)(srv, &decodeStream{ServerStream: ss})
 	}
 }
 
@@ -318,7 +349,8 @@ func routeStreams(chain, short grpc.StreamServerInterceptor, longLived []string)
 
 // longLived is the short chain of Options.LongLived: the metrics
 // interceptor counts the call, and one frame under it checks, recovers and
-// calls the handler with the unwrapped stream (so no message is counted).
+// calls the handler with a stream no interceptor wrapped (so no message is
+// counted), only decodeStream.
 func longLived(metrics grpc.StreamServerInterceptor, check func(context.Context, string) error, recovered func(context.Context, any) error) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		return metrics(srv, ss, info, func(srv any, _ grpc.ServerStream) (err error) {
@@ -332,7 +364,7 @@ func longLived(metrics grpc.StreamServerInterceptor, check func(context.Context,
 					return err
 				}
 			}
-			return handler(srv, ss)
+			return handler(srv, &decodeStream{ServerStream: ss})
 		})
 	}
 }
@@ -367,7 +399,8 @@ func (s *Server) Run(ctx context.Context) error {
 	s.metricsInit()
 	errc := make(chan error, 1)
 	go func() { errc <- s.Serve(s.ln) }()
-	s.lg.Info("gRPC server listening", zap.String("address", s.ln.Addr().String()), zap.Bool("tls", !s.cfg.TLS.Insecure))
+	s.lg.Info("gRPC server listening", zap.String("address", s.ln.Addr().String()), zap.Bool("tls", !s.cfg.TLS.Insecure),
+		zap.Int64("maxConnections", s.ln.(*limitListener).max), zap.Duration("connectionTimeout", s.ln.(*limitListener).timeout))
 	select {
 	case err := <-errc:
 		return fmt.Errorf("gRPC serve: %w", err)
