@@ -95,13 +95,14 @@ func Dial(c Config, metrics *grpcprom.ClientMetrics, extra ...grpc.DialOption) (
 	if err := c.TLS.Validate("client"); err != nil {
 		return nil, err
 	}
-	creds := insecure.NewCredentials()
+	var creds credentials.TransportCredentials = insecure.NewCredentials()
 	if !c.TLS.Insecure {
-		tc, err := c.TLS.Client()
+		// Certificate and CA bundle reloaded when their files change.
+		tc, err := c.TLS.ClientCredentials(tlsconfig.Options{Role: "grpc-client"})
 		if err != nil {
 			return nil, err
 		}
-		creds = credentials.NewTLS(tc)
+		creds = tc
 	}
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),

@@ -189,7 +189,12 @@ func New(cfg Config, lg *zap.Logger, reg prometheus.Registerer, opts Options) (*
 	if err := cfg.TLS.Validate("grpc"); err != nil {
 		return nil, err
 	}
-	tlsCfg, err := cfg.TLS.Server()
+	// Certificates reloaded when their files change; their expiry is a
+	// metric (registered in plaintext too, so the family always exists).
+	if _, err := tlsconfig.ExpiryMetric(reg); err != nil {
+		return nil, fmt.Errorf("register TLS metrics: %w", err)
+	}
+	tlsCfg, err := cfg.TLS.ServerReloading(tlsconfig.Options{Role: "grpc-server", Logger: lg.Named("tls"), Registerer: reg})
 	if err != nil {
 		return nil, err
 	}

@@ -8,12 +8,14 @@
 package tlsconfig
 
 import (
+	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
-	"os"
+	"net"
+
+	"google.golang.org/grpc/credentials"
 )
 
 // Config names the files of one endpoint.
@@ -55,61 +57,114 @@ func (c Config) Validate(prefix string) error {
 	return nil
 }
 
-// Server returns the server tls.Config, or nil when insecure.
-func (c Config) Server() (*tls.Config, error) {
+// Server returns the server tls.Config, or nil when insecure. Its
+// certificate and CA bundle are reloaded when their files change; see
+// ServerReloading.
+func (c Config) Server() (*tls.Config, error) { return c.ServerReloading(Options{}) }
+
+// Client returns the client tls.Config, or nil when insecure, reloading as
+// ClientReloading does.
+func (c Config) Client() (*tls.Config, error) { return c.ClientReloading(Options{}) }
+
+// ServerReloading returns the server tls.Config, or nil when insecure. The
+// certificate is served by GetCertificate and the client CA pool by
+// GetConfigForClient, both from the files as they are now (see Options).
+func (c Config) ServerReloading(o Options) (*tls.Config, error) {
 	if c.Insecure {
 		return nil, nil
 	}
 	if c.CertFile == "" {
 		return nil, errors.New("no TLS certificate configured: set the tls-cert/tls-key flags, or the insecure flag for plaintext development use")
 	}
-	cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+	m, err := newMaterial(c, o.withDefaults("server"))
 	if err != nil {
-		return nil, fmt.Errorf("load server key pair: %w", err)
+		return nil, err
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return m.get().cert, nil },
+	}
 	if c.CAFile != "" {
-		pool, err := loadPool(c.CAFile)
-		if err != nil {
-			return nil, err
-		}
-		cfg.ClientCAs = pool
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		cfg.ClientCAs = m.cur.pool
+		// The pool is fixed in a tls.Config: each handshake gets the
+		// copy made for the current CA bundle and certificate.
+		cfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) { return m.get().server, nil }
 	}
+	m.base = cfg
+	m.rebuild()
 	return cfg, nil
 }
 
-// Client returns the client tls.Config, or nil when insecure.
-func (c Config) Client() (*tls.Config, error) {
+// ClientReloading returns the client tls.Config, or nil when insecure. The
+// client certificate is given by GetClientCertificate from the files as
+// they are now (see Options). The CA bundle is read once here: crypto/tls
+// has no hook for changing RootCAs that keeps its name checks, so gRPC
+// clients use ClientCredentials, which reloads it too.
+func (c Config) ClientReloading(o Options) (*tls.Config, error) {
 	if c.Insecure {
 		return nil, nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
-	if c.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("load client key pair: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
+	if c.CertFile == "" && c.CAFile == "" {
+		return &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}, nil
 	}
-	if c.CAFile != "" {
-		pool, err := loadPool(c.CAFile)
-		if err != nil {
-			return nil, err
-		}
-		cfg.RootCAs = pool
+	m, err := newMaterial(c, o.withDefaults("client"))
+	if err != nil {
+		return nil, err
 	}
-	return cfg, nil
+	return m.get().client, nil
 }
 
-func loadPool(file string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(file)
+// ClientCredentials are gRPC transport credentials, or nil when insecure,
+// that build each connection's handshake from the certificate and CA
+// bundle as they are now.
+func (c Config) ClientCredentials(o Options) (credentials.TransportCredentials, error) {
+	if c.Insecure {
+		return nil, nil
+	}
+	if c.CertFile == "" && c.CAFile == "" {
+		return credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}), nil
+	}
+	m, err := newMaterial(c, o.withDefaults("client"))
 	if err != nil {
-		return nil, fmt.Errorf("read CA bundle: %w", err)
+		return nil, err
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("CA bundle %s holds no PEM certificate", file)
+	return &reloadingCreds{m: m}, nil
+}
+
+// reloadingCreds hands every handshake to credentials.NewTLS of the
+// current client tls.Config (a clone per connection, not per message).
+type reloadingCreds struct {
+	m          *material
+	serverName string
+}
+
+func (r *reloadingCreds) current() credentials.TransportCredentials {
+	cfg := r.m.get().client
+	if r.serverName != "" {
+		cfg = cfg.Clone()
+		cfg.ServerName = r.serverName
 	}
-	return pool, nil
+	return credentials.NewTLS(cfg)
+}
+
+func (r *reloadingCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return r.current().ClientHandshake(ctx, authority, conn)
+}
+
+func (r *reloadingCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return nil, nil, errors.New("tlsconfig: client credentials used by a server")
+}
+
+func (r *reloadingCreds) Info() credentials.ProtocolInfo { return r.current().Info() }
+
+func (r *reloadingCreds) Clone() credentials.TransportCredentials {
+	c := *r
+	return &c
+}
+
+// OverrideServerName is part of credentials.TransportCredentials.
+func (r *reloadingCreds) OverrideServerName(name string) error {
+	r.serverName = name
+	return nil
 }
