@@ -80,6 +80,16 @@ test: ## run every test of every module (unit, store conformance, integration, e
 test-short: ## unit tests only (-short skips etcd, processes and Docker)
 	@for m in $(MODULES); do (cd $$m && go test -short -count=1 ./...) || exit 1; done
 
+FUZZTIME ?= 10s
+.PHONY: fuzz
+fuzz: ## run every Go fuzz target for FUZZTIME each (default 10s); corpora and regressions in each package's testdata/fuzz
+	@git grep -l '^func Fuzz' -- '*_test.go' | while read -r f; do \
+		for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$f"); do \
+			echo "== $$fn ($$(dirname "$$f"))"; \
+			(cd "$$(dirname "$$f")" && go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) .) || exit 1; \
+		done; \
+	done
+
 .PHONY: test-race
 test-race: ## unit tests with the race detector
 	@for m in $(MODULES); do (cd $$m && go test -race -short -count=1 ./...) || exit 1; done
