@@ -20,7 +20,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -238,7 +237,7 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 		Check: auth.check,
 		// Large messages are coded off the Report streams' long-lived
 		// stacks (ingest.Codec): 16 KB → 8 KB of stack per node.
-		ServerOptions: []grpc.ServerOption{grpc.ForceServerCodecV2(ingest.Codec())},
+		Codec: ingest.Codec(),
 		// One Report stream per node, ten thousand renewals a second:
 		// ingest logs attach, leave and detach and counts messages by kind
 		// and result itself (nodepulse_collector_messages_total), and the

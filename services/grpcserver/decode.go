@@ -46,9 +46,13 @@ func (c boxCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return c.CodecV2.Unmarshal(data, v)
 }
 
-// serverCodec is the option installing boxCodec.
-func serverCodec() grpc.ServerOption {
-	return grpc.ForceServerCodecV2(boxCodec{encoding.GetCodecV2(proto.Name)})
+// serverCodec is the option installing boxCodec around c (nil: the proto
+// codec). Every server of this package has it: decodeStream passes boxes.
+func serverCodec(c encoding.CodecV2) grpc.ServerOption {
+	if c == nil {
+		c = encoding.GetCodecV2(proto.Name)
+	}
+	return grpc.ForceServerCodecV2(boxCodec{c})
 }
 
 func undecodable(err error) error {

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -138,8 +139,11 @@ type Options struct {
 	// methods.
 	Unary  []grpc.UnaryServerInterceptor
 	Stream []grpc.StreamServerInterceptor
-	// ServerOptions are appended last.
+	// ServerOptions are appended last. They must not set a codec: use
+	// Codec, which New wraps so undecodable messages are InvalidArgument.
 	ServerOptions []grpc.ServerOption
+	// Codec replaces the proto codec (nil: grpc-go's).
+	Codec encoding.CodecV2
 	// Unlogged are full method names ("/pkg.Service/Method") the logging
 	// interceptor skips: high-volume calls whose service logs them itself.
 	Unlogged []string
@@ -273,7 +277,7 @@ func New(cfg Config, lg *zap.Logger, reg prometheus.Registerer, opts Options) (*
 		// this, so idle sockets cannot hold descriptors for long.
 		grpc.ConnectionTimeout(connTimeout),
 		// Undecodable messages answered InvalidArgument (RegisterService).
-		serverCodec(),
+		serverCodec(opts.Codec),
 	}
 	if tlsCfg != nil {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(tlsCfg)))
