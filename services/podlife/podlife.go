@@ -9,7 +9,7 @@
 // registry (pkg/registry/core/pod/strategy.go CheckGracefulDelete,
 // apiserver pkg/registry/rest/delete.go BeforeDelete); nodepulse has no API
 // server in front of etcd, so every writer that deletes a pod goes through
-// Delete here and they all agree (spec §13).
+// Delete here and they all agree (spec §12).
 package podlife
 
 import (
@@ -27,7 +27,7 @@ import (
 	"github.com/nodepulse/nodepulse/services/nodestore"
 )
 
-// Phases, the condition and reasons of the deletion paths (spec §13).
+// Phases, the condition and reasons of the deletion paths (spec §12).
 const (
 	PhasePending   = "Pending"
 	PhaseRunning   = "Running"
@@ -120,7 +120,7 @@ type DeleteOptions struct {
 const casRetries = 8
 
 // Delete applies a delete request to the pod ns/name at time now (spec
-// §13.2, upstream BeforeDelete and Store.Delete):
+// §12.2, upstream BeforeDelete and Store.Delete):
 //
 //   - not terminating, grace > 0: deletion_timestamp = now + grace,
 //     deletion_grace_period_seconds = grace, generation bumped when > 0; the
@@ -137,12 +137,20 @@ const casRetries = 8
 // missing pod returns nodestore.ErrNotFound, a failed precondition
 // ErrPrecondition, a lost fence nodestore.ErrFenced.
 func Delete(ctx context.Context, st Store, ns, name string, opts DeleteOptions, now time.Time) (*podv1.Pod, bool, error) {
+	p, gone, _, err := DeleteRevision(ctx, st, ns, name, opts, now)
+	return p, gone, err
+}
+
+// DeleteRevision is Delete that also returns the store revision of its last
+// write (0 when it wrote nothing), for a reader that waits for its own
+// write to show (the monitor's API).
+func DeleteRevision(ctx context.Context, st Store, ns, name string, opts DeleteOptions, now time.Time) (*podv1.Pod, bool, int64, error) {
 	key := ns + "/" + name
 	var wantRev int64
 	if opts.ResourceVersion != "" {
 		v, err := strconv.ParseInt(opts.ResourceVersion, 10, 64)
 		if err != nil || v <= 0 {
-			return nil, false, fmt.Errorf("%w: resource version %q is not a store revision", ErrPrecondition, opts.ResourceVersion)
+			return nil, false, 0, fmt.Errorf("resourceVersion: %w: %q is not a store revision", ErrPrecondition, opts.ResourceVersion)
 		}
 		wantRev = v
 	}
@@ -154,14 +162,14 @@ func Delete(ctx context.Context, st Store, ns, name string, opts DeleteOptions, 
 	for range casRetries {
 		o, err := st.Get(ctx, nodestore.Pods, key)
 		if err != nil {
-			return nil, false, err
+			return nil, false, 0, err
 		}
 		p := stored(o.Value.(*podv1.Pod))
 		if opts.UID != "" && p.GetMetadata().GetUid() != opts.UID {
-			return nil, false, fmt.Errorf("%w: pod %s has uid %s, not %s", ErrPrecondition, key, p.GetMetadata().GetUid(), opts.UID)
+			return nil, false, 0, fmt.Errorf("uid: %w: pod %s has uid %s, not %s", ErrPrecondition, key, p.GetMetadata().GetUid(), opts.UID)
 		}
 		if wantRev != 0 && o.ModRevision != wantRev {
-			return nil, false, fmt.Errorf("%w: pod %s is at resource version %d, not %d", ErrPrecondition, key, o.ModRevision, wantRev)
+			return nil, false, 0, fmt.Errorf("resourceVersion: %w: pod %s is at resource version %d, not %d", ErrPrecondition, key, o.ModRevision, wantRev)
 		}
 		rev := o.ModRevision
 		// The status write comes first and on its own, as upstream's status
@@ -171,37 +179,39 @@ func Delete(ctx context.Context, st Store, ns, name string, opts DeleteOptions, 
 			rev, err = st.Apply(ctx, opts.Fence, nodestore.Op{Kind: nodestore.Pods, Name: key, Value: p, IfModRevision: rev})
 			if errors.Is(err, nodestore.ErrConflict) {
 				if wantRev != 0 {
-					return nil, false, fmt.Errorf("%w: pod %s changed meanwhile", ErrPrecondition, key)
+					return nil, false, 0, fmt.Errorf("resourceVersion: %w: pod %s changed meanwhile", ErrPrecondition, key)
 				}
 				continue
 			}
 			if err != nil {
-				return nil, false, err
-			}
-			if wantRev != 0 {
-				wantRev = rev // our own write: the precondition held
+				return nil, false, 0, err
 			}
 		}
 		np, remove := decide(p, req, now)
+		last := rev // the revision of the state returned
+		commit := int64(0)
+		if rev != o.ModRevision {
+			commit = rev
+		}
 		switch {
 		case remove:
-			_, err = st.Apply(ctx, opts.Fence, nodestore.Op{Kind: nodestore.Pods, Name: key, IfModRevision: rev})
+			commit, err = st.Apply(ctx, opts.Fence, nodestore.Op{Kind: nodestore.Pods, Name: key, IfModRevision: rev})
 		case np != nil:
-			rev, err = st.Apply(ctx, opts.Fence, nodestore.Op{Kind: nodestore.Pods, Name: key, Value: np, IfModRevision: rev})
-			p = np
+			last, err = st.Apply(ctx, opts.Fence, nodestore.Op{Kind: nodestore.Pods, Name: key, Value: np, IfModRevision: rev})
+			commit, p = last, np
 		}
 		if errors.Is(err, nodestore.ErrConflict) {
 			if wantRev != 0 {
-				return nil, false, fmt.Errorf("%w: pod %s changed meanwhile", ErrPrecondition, key)
+				return nil, false, 0, fmt.Errorf("resourceVersion: %w: pod %s changed meanwhile", ErrPrecondition, key)
 			}
 			continue
 		}
 		if err != nil {
-			return nil, false, err
+			return nil, false, 0, err
 		}
-		return served(p, ns, name, rev), remove, nil
+		return served(p, ns, name, last), remove, commit, nil
 	}
-	return nil, false, fmt.Errorf("delete pod %s: %w (it kept changing)", key, nodestore.ErrConflict)
+	return nil, false, 0, fmt.Errorf("delete pod %s: %w (it kept changing)", key, nodestore.ErrConflict)
 }
 
 // ForceDelete is pod GC's force deletion: a non-terminal pod is set Failed

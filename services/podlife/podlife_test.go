@@ -51,7 +51,7 @@ func TestGracePeriod(t *testing.T) {
 	}
 }
 
-// TestDelete replays spec §13.2 (upstream BeforeDelete) step by step: each
+// TestDelete replays spec §12.2 (upstream BeforeDelete) step by step: each
 // case starts from a stored pod, applies requests at given times, and
 // checks what is stored after each.
 func TestDelete(t *testing.T) {
