@@ -30,6 +30,7 @@ import (
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/liveness"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/admission"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/eviction"
+	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podgc"
 	"github.com/nodepulse/nodepulse/services/admin"
 	"github.com/nodepulse/nodepulse/services/bootstrap"
 	"github.com/nodepulse/nodepulse/services/grpcclient"
@@ -52,7 +53,9 @@ and PodService (the workload records an orchestrator keeps) on its gRPC port. On
 not heard from for --node-monitor-grace-period turns Unknown, gets condition
 taints, its pods turn Ready=False, and it is queued for a NoExecute taint at
 the zone's rate; the evictor then deletes the pods that do not tolerate the
-taint for long enough (default tolerations: 300 s). Run two or
+taint for long enough (default tolerations: 300 s) gracefully: they turn
+Terminating and stay until the node's reporter confirms, pod GC removes them
+(node deleted, or tainted out-of-service while not Ready) or a forced delete. Run two or
 more for availability; a failover gives every node a fresh grace period.
 
 Usage: monitor [flags]`
@@ -75,6 +78,11 @@ type Config struct {
 	// EvictionResync: how often the evictor reprocesses every pod on a
 	// tainted node (catches missed changes and failed deletions).
 	EvictionResync time.Duration
+	// PodGCPeriod is the pause between pod GC passes (kube-controller-manager
+	// gcCheckPeriod, 20 s); PodGCQuarantine how long the pods of a missing
+	// node are kept before pod GC removes them (quarantineTime, 40 s).
+	PodGCPeriod     time.Duration
+	PodGCQuarantine time.Duration
 	// MonitorPeriod (--node-monitor-period) is the pause between health
 	// passes; it must be well below the grace period.
 	MonitorPeriod time.Duration
@@ -140,6 +148,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.Admission.UnreachableSeconds, "default-unreachable-toleration-seconds", ad.UnreachableSeconds,
 		"tolerationSeconds of the node.kubernetes.io/unreachable:NoExecute toleration added to every pod that has none covering it (how long a pod stays on an unreachable node)")
 	fs.DurationVar(&c.EvictionResync, "eviction.resync-period", eviction.DefaultConfig().Resync, "how often the evictor reprocesses every pod on a node with NoExecute taints (retries failed deletions, catches missed changes)")
+	fs.DurationVar(&c.PodGCPeriod, "pod-gc-period", podgc.DefaultPeriod, "pause between two pod GC passes on the leader: Terminating pods of out-of-service, not-Ready nodes and of no node are force-deleted, and pods of deleted nodes once their quarantine is over")
+	fs.DurationVar(&c.PodGCQuarantine, "pod-gc-quarantine", podgc.DefaultQuarantine, "how long pod GC keeps the pods of a node that does not exist before it checks the store again and force-deletes them (a node that reappears meanwhile saves them)")
 	fs.DurationVar(&c.MonitorPeriod, "node-monitor-period", 5*time.Second, "pause between two health passes (measured from the end of the previous one)")
 
 	fs.StringVar(&c.ID, "monitor.id", "", "id of this replica in the leader election and in health records (default <hostname>-<random>)")
@@ -190,6 +200,12 @@ func (c *Config) Validate() error {
 	if c.EvictionResync <= 0 {
 		errs = append(errs, fmt.Errorf("--eviction.resync-period (%s) must be positive", c.EvictionResync))
 	}
+	if c.PodGCPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("--pod-gc-period (%s) must be positive", c.PodGCPeriod))
+	}
+	if c.PodGCQuarantine <= 0 {
+		errs = append(errs, fmt.Errorf("--pod-gc-quarantine (%s) must be positive", c.PodGCQuarantine))
+	}
 	if c.ElectionTTL < time.Second {
 		errs = append(errs, fmt.Errorf("--monitor.election-ttl (%s) must be at least 1s", c.ElectionTTL))
 	}
@@ -212,6 +228,7 @@ type App struct {
 	live       *liveness.Tracker
 	ctl        *controller.Controller
 	evict      *eviction.Runner
+	podGC      *podgc.GC
 	compact    *compactor.Compactor
 	defrag     *defrag.Defragmenter
 	grpc       *grpcserver.Server
@@ -257,6 +274,10 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	if a.evict, err = eviction.New(ec, a.store, a.cache, a.ctl, lg, registerer); err != nil {
 		return nil, a.closeOnErr(err)
 	}
+	if a.podGC, err = podgc.New(podgc.Config{Period: cfg.PodGCPeriod, Quarantine: cfg.PodGCQuarantine}, a.store, a.cache, a.ctl, lg, registerer); err != nil {
+		return nil, a.closeOnErr(err)
+	}
+	a.evict.SetGC(eviction.GC{Period: a.podGC.Period(), Quarantine: a.podGC.Quarantine(), Queued: a.podGC.Queued})
 	upkeep, _ := a.store.(nodestore.Maintenance) // nil: this store has no upkeep (memstore)
 	if a.defrag, err = defrag.New(cfg.Defrag, upkeep, a.ctl, lg, registerer); err != nil {
 		return nil, a.closeOnErr(err)
@@ -346,6 +367,7 @@ func (a *App) Run(ctx context.Context) error {
 	g.Add("liveness", run.Func(a.live.Run))
 	g.Add("controller", run.Func(a.ctl.Run))
 	g.Add("evictor", run.Func(a.evict.Run))
+	g.Add("podgc", run.Func(a.podGC.Run))
 	g.Add("compactor", run.Func(a.compact.Run))
 	g.Add("defrag", run.Func(a.defrag.Run))
 	g.Add("grpc", a.grpc)

@@ -52,9 +52,10 @@ Commands:
   events [node NAME]
   get pods [-n NS] [--node NODE] [-l selector] [-o wide|json|yaml|name]
   describe pod NS/NAME          tolerations, conditions, explanation, events
-  explain pod NS/NAME           whether and when the evictor deletes the pod, and why
+  explain pod NS/NAME           which path ends the pod (eviction, pod GC, its reporter) and when
   create pod -f pod.json        (protojson Pod; admission adds default tolerations)
-  delete pod NS/NAME
+  delete pod NAME [-n NS] [--grace-period=N] [--force]
+                                graceful unless --force (grace 0: removed at once)
   certs init --dir D [--hosts h1,h2] [--nodes n1,n2] [--operators alice]
   version                       print the version (also --version)
 
@@ -94,19 +95,23 @@ func (g *globals) ctx(parent context.Context) context.Context {
 
 // command is one parsed invocation.
 type command struct {
-	g    globals
-	out  io.Writer
-	args []string
-	fs   *flag.FlagSet
+	g      globals
+	out    io.Writer
+	errOut io.Writer
+	args   []string
+	fs     *flag.FlagSet
 	// per-command flags
 	selector, condition, output, rv string
 	dir, hosts, nodes, operators    string
 	namespace, node, file           string
+	// delete pod: --grace-period (-1: the pod's own) and --force
+	gracePeriod int64
+	force       bool
 }
 
 // Main runs the CLI with args (without the program name).
 func Main(ctx context.Context, args []string, out, errOut io.Writer) error {
-	c := &command{out: out}
+	c := &command{out: out, errOut: errOut}
 	fs := flag.NewFlagSet("nodepulse", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	c.fs = fs
@@ -134,6 +139,8 @@ func Main(ctx context.Context, args []string, out, errOut io.Writer) error {
 			fs.StringVar(f.p, alias, "", "same as -"+f.names[0])
 		}
 	}
+	fs.Int64Var(&c.gracePeriod, "grace-period", -1, "delete pod: seconds the pod is given to terminate (-1: its own terminationGracePeriodSeconds; 0 only with --force, otherwise it means 1)")
+	fs.BoolVar(&c.force, "force", false, "delete pod: remove the record at once (grace 0) without waiting for the node's reporter to confirm")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	// Flags may follow the command and its arguments (kubectl style).
 	var pos []string

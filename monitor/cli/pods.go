@@ -18,7 +18,6 @@ import (
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
-	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 
 // podCommand runs the pod verbs: get, describe, explain, create, delete.
@@ -50,6 +49,9 @@ func (c *command) podCommand(ctx context.Context, cl podv1.PodServiceClient, nod
 		return printObjects(c, podKind, pods, true)
 	case "describe", "explain", "delete":
 		if len(c.args) != 3 {
+			if verb == "delete" {
+				return errors.New("usage: nodepulse delete pod NAME [-n NS] [--grace-period=N] [--force]")
+			}
 			return fmt.Errorf("usage: nodepulse %s pod NS/NAME", verb)
 		}
 		ns, name, err := c.podRef(c.args[2])
@@ -58,11 +60,7 @@ func (c *command) podCommand(ctx context.Context, cl podv1.PodServiceClient, nod
 		}
 		switch verb {
 		case "delete":
-			if _, err := cl.DeletePod(ctx, &podv1.DeletePodRequest{Namespace: ns, Name: name}); err != nil {
-				return err
-			}
-			fmt.Fprintf(c.out, "pod/%s deleted (namespace %s)\n", name, ns)
-			return nil
+			return c.deletePod(ctx, cl, ns, name)
 		case "explain":
 			r, err := cl.ExplainPod(ctx, &podv1.ExplainPodRequest{Namespace: ns, Name: name})
 			if err != nil {
@@ -108,6 +106,49 @@ func (c *command) podCommand(ctx context.Context, cl podv1.PodServiceClient, nod
 		return nil
 	}
 	return fmt.Errorf("%s: not a pod command (get, describe, explain, create, delete)", verb)
+}
+
+// ForceWarning is kubectl's warning for a forced delete, on stderr.
+const ForceWarning = "Warning: Immediate deletion does not wait for confirmation that the running resource has been terminated. The resource may continue to run on the cluster indefinitely."
+
+// deleteGrace applies kubectl delete's rules to --grace-period and --force
+// (pkg/cmd/delete): --force alone is 0, --force with a grace above 0 is an
+// error, --grace-period=0 without --force becomes 1 (a plain delete never
+// skips the node's confirmation by accident); -1 leaves the pod's own.
+func deleteGrace(grace int64, force bool) (g *int64, forced bool, err error) {
+	switch {
+	case force && grace > 0:
+		return nil, false, errors.New("--force and --grace-period greater than 0 cannot be specified together")
+	case force:
+		zero := int64(0)
+		return &zero, true, nil
+	case grace == 0:
+		one := int64(1)
+		return &one, false, nil
+	case grace < 0:
+		return nil, false, nil
+	}
+	return &grace, false, nil
+}
+
+// deletePod is `delete pod`, worded as kubectl v1.34+.
+func (c *command) deletePod(ctx context.Context, cl podv1.PodServiceClient, ns, name string) error {
+	grace, forced, err := deleteGrace(c.gracePeriod, c.force)
+	if err != nil {
+		return err
+	}
+	if forced {
+		fmt.Fprintln(c.errOut, ForceWarning)
+	}
+	if _, err := cl.DeletePod(ctx, &podv1.DeletePodRequest{Namespace: ns, Name: name, GracePeriodSeconds: grace}); err != nil {
+		return err
+	}
+	if forced {
+		fmt.Fprintf(c.out, "pod %q force deleted from %s namespace\n", name, ns)
+	} else {
+		fmt.Fprintf(c.out, "pod %q deleted from %s namespace\n", name, ns)
+	}
+	return nil
 }
 
 // podRef parses "NS/NAME", or "NAME" in -n (default "default").
@@ -157,17 +198,34 @@ func ownerOf(p *podv1.Pod) string {
 	return "<none>"
 }
 
+// PodStatus is the STATUS cell as kubectl prints it (the API server's
+// printPod, without container states, which nodepulse pods do not carry):
+// the phase, or status.reason when set; then Unknown for a terminating pod
+// with reason NodeLost, Terminating for any other terminating pod not in a
+// terminal phase. A pod on an unreachable node keeps printing Running: the
+// lifecycle controller sets only its Ready condition.
+func PodStatus(p *podv1.Pod) string {
+	st := p.GetStatus()
+	s := st.GetPhase()
+	if st.GetReason() != "" {
+		s = st.GetReason()
+	}
+	if p.GetMetadata().GetDeletionTimestamp() != nil {
+		switch {
+		case st.GetReason() == "NodeLost":
+			s = "Unknown"
+		case st.GetPhase() != "Succeeded" && st.GetPhase() != "Failed":
+			s = "Terminating"
+		}
+	}
+	return orNone(s)
+}
+
 func printPodTable(w io.Writer, pods []*podv1.Pod, wide bool, now time.Time) error {
 	rows := make([]string, 0, len(pods))
 	for _, p := range pods {
 		md := p.GetMetadata()
-		st := orNone(p.GetStatus().GetPhase())
-		for _, c := range p.GetStatus().GetConditions() {
-			if c.GetType() == "DisruptionTarget" && c.GetStatus() == nodemodel.True {
-				st += ",DisruptionTarget"
-			}
-		}
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", md.GetNamespace(), md.GetName(), podReady(p), st, orNone(p.GetSpec().GetNodeName()), age(md.GetCreationTimestamp(), now))
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", md.GetNamespace(), md.GetName(), podReady(p), PodStatus(p), orNone(p.GetSpec().GetNodeName()), age(md.GetCreationTimestamp(), now))
 		if wide {
 			row += fmt.Sprintf("\t%s\t%d", ownerOf(p), len(p.GetSpec().GetTolerations()))
 		}
@@ -186,7 +244,21 @@ func DescribePod(w io.Writer, now time.Time, p *podv1.Pod, ex *podv1.ExplainPodR
 	fmt.Fprintf(tw, "Node:\t%s\n", orNone(p.GetSpec().GetNodeName()))
 	fmt.Fprintf(tw, "Controlled By:\t%s\n", ownerOf(p))
 	fmt.Fprintf(tw, "CreationTimestamp:\t%s\n", ts(md.GetCreationTimestamp(), md.GetCreationTimestamp() != nil))
-	fmt.Fprintf(tw, "Status:\t%s\n", orNone(p.GetStatus().GetPhase()))
+	status := PodStatus(p)
+	if dt := md.GetDeletionTimestamp(); dt != nil {
+		// kubectl describe: how long the deletion has been pending.
+		status = fmt.Sprintf("%s (lasts %s)", status, age(dt, now))
+		fmt.Fprintf(tw, "Deletion Timestamp:\t%s\n", ts(dt, true))
+		fmt.Fprintf(tw, "Deletion Grace Period:\t%ds\n", md.GetDeletionGracePeriodSeconds())
+	}
+	fmt.Fprintf(tw, "Status:\t%s\n", status)
+	if st := p.GetStatus(); st.GetReason() != "" || st.GetMessage() != "" {
+		fmt.Fprintf(tw, "Reason:\t%s\n", orNone(st.GetReason()))
+		fmt.Fprintf(tw, "Message:\t%s\n", orNone(st.GetMessage()))
+	}
+	if g := p.GetSpec().TerminationGracePeriodSeconds; g != nil {
+		fmt.Fprintf(tw, "Termination Grace Period:\t%ds\n", *g)
+	}
 	fmt.Fprintf(tw, "HostNetwork:\t%v\n", p.GetSpec().GetHostNetwork())
 	var labels []string
 	for k, v := range md.GetLabels() {

@@ -4,11 +4,19 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 )
 
 // TestCLIPods drives the pod commands against a real monitor: create from
@@ -62,12 +70,13 @@ func TestCLIPods(t *testing.T) {
 	}
 
 	mustRun(t, addr, "taint", "web-1", "maint=now:NoExecute")
+	// Evicted gracefully: web-7 turns Terminating and stays (spec §12.3).
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		out := mustRun(t, addr, "get", "pods", "-n", "shop", "-o", "name")
-		if !strings.Contains(out, "web-7") {
-			if !strings.Contains(out, "keeper") {
-				t.Fatalf("the tolerating pod went too:\n%s", out)
+		out := mustRun(t, addr, "get", "pods", "-n", "shop")
+		if row := rowOf(out, "web-7"); strings.Contains(row, "Terminating") {
+			if !strings.Contains(rowOf(out, "keeper"), "Pending") {
+				t.Fatalf("the tolerating pod changed:\n%s", out)
 			}
 			break
 		}
@@ -76,10 +85,107 @@ func TestCLIPods(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if out := mustRun(t, addr, "explain", "node", "web-1"); !strings.Contains(out, "pod shop/keeper tolerates every NoExecute taint") {
-		t.Errorf("explain node lacks the pods:\n%s", out)
+	out = mustRun(t, addr, "explain", "node", "web-1")
+	for _, want := range []string{"pod shop/keeper tolerates every NoExecute taint", "pod shop/web-7 is Terminating"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain node lacks %q:\n%s", want, out)
+		}
 	}
-	if out := mustRun(t, addr, "delete", "pod", "shop/keeper"); !strings.Contains(out, "pod/keeper deleted") {
+	if out := mustRun(t, addr, "explain", "pod", "shop/web-7"); !strings.Contains(out, "waits for the node's reporter, pod GC or a forced delete") {
+		t.Errorf("explain terminating pod:\n%s", out)
+	}
+	if out := mustRun(t, addr, "describe", "pod", "shop/web-7"); !strings.Contains(out, "Terminating (lasts") || !strings.Contains(out, "Deletion Grace Period:") {
+		t.Errorf("describe terminating pod:\n%s", out)
+	}
+
+	// A plain delete is graceful: keeper stays, Terminating.
+	if out := mustRun(t, addr, "delete", "pod", "keeper", "-n", "shop"); out != "pod \"keeper\" deleted from shop namespace\n" {
 		t.Errorf("delete: %q", out)
+	}
+	if out := mustRun(t, addr, "get", "pods", "-n", "shop"); !strings.Contains(rowOf(out, "keeper"), "Terminating") {
+		t.Errorf("keeper after a graceful delete:\n%s", out)
+	}
+	if _, err := run(t, addr, "delete", "pod", "shop/keeper", "--force", "--grace-period=5"); err == nil ||
+		err.Error() != "--force and --grace-period greater than 0 cannot be specified together" {
+		t.Errorf("--force with a grace: %v", err)
+	}
+	var out2, errOut bytes.Buffer
+	if err := Main(context.Background(), []string{"delete", "pod", "shop/web-7", "--force", "--server", addr}, &out2, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if out2.String() != "pod \"web-7\" force deleted from shop namespace\n" || errOut.String() != ForceWarning+"\n" {
+		t.Errorf("force delete: stdout %q stderr %q", out2.String(), errOut.String())
+	}
+	if out := mustRun(t, addr, "get", "pods", "-n", "shop", "-o", "name"); strings.Contains(out, "web-7") {
+		t.Errorf("web-7 still listed after a forced delete:\n%s", out)
+	}
+}
+
+// rowOf returns the table row of pod name ("" when absent).
+func rowOf(table, name string) string {
+	for _, l := range strings.Split(table, "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[1] == name {
+			return l
+		}
+	}
+	return ""
+}
+
+// TestDeleteGraceRules: kubectl delete's rules (pkg/cmd/delete).
+func TestDeleteGraceRules(t *testing.T) {
+	for _, tc := range []struct {
+		grace  int64
+		force  bool
+		want   string // "nil", a number, or "error"
+		forced bool
+	}{
+		{grace: -1, want: "nil"},
+		{grace: 0, want: "1"},
+		{grace: 7, want: "7"},
+		{grace: -1, force: true, want: "0", forced: true},
+		{grace: 0, force: true, want: "0", forced: true},
+		{grace: 3, force: true, want: "error"},
+	} {
+		g, forced, err := deleteGrace(tc.grace, tc.force)
+		got := "nil"
+		switch {
+		case err != nil:
+			got = "error"
+		case g != nil:
+			got = strconv.FormatInt(*g, 10)
+		}
+		if got != tc.want || forced != tc.forced {
+			t.Errorf("--grace-period=%d --force=%v: %s forced=%v, want %s forced=%v", tc.grace, tc.force, got, forced, tc.want, tc.forced)
+		}
+	}
+}
+
+// TestPodStatusColumn: the STATUS cell as kubectl's printPod computes it
+// (spec §12.7).
+func TestPodStatusColumn(t *testing.T) {
+	ts := timestamppb.New(time.Unix(1000, 0))
+	for _, tc := range []struct {
+		name        string
+		phase       string
+		reason      string
+		terminating bool
+		want        string
+	}{
+		{"running", "Running", "", false, "Running"},
+		{"reason wins", "Failed", "Evicted", false, "Evicted"},
+		{"terminating", "Running", "", true, "Terminating"},
+		{"terminating pending", "Pending", "", true, "Terminating"},
+		{"terminal phase stays", "Succeeded", "", true, "Succeeded"},
+		{"failed stays", "Failed", "", true, "Failed"},
+		{"NodeLost terminating", "Running", "NodeLost", true, "Unknown"},
+		{"no phase", "", "", false, "<none>"},
+	} {
+		p := &podv1.Pod{Metadata: &nodev1.ObjectMeta{Name: "p"}, Status: &podv1.PodStatus{Phase: tc.phase, Reason: tc.reason}}
+		if tc.terminating {
+			p.Metadata.DeletionTimestamp = ts
+		}
+		if got := PodStatus(p); got != tc.want {
+			t.Errorf("%s: STATUS %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

@@ -31,9 +31,9 @@ import (
 // tolerations shortened to 6 s by the monitor's flags) and a DaemonSet pod
 // on the victim, then SIGKILLs the victim's reporter. Expected, as in
 // Kubernetes: the node turns Unknown, its pods Ready=False, it is tainted
-// unreachable:NoExecute, the Deployment pod is deleted no earlier than 6 s
-// after the taint (and well within the spec bounds after it), the DaemonSet
-// pod stays.
+// unreachable:NoExecute, the Deployment pod is evicted (Terminating, kept)
+// no earlier than 6 s after the taint (and well within the spec bounds after
+// it), the DaemonSet pod stays.
 func TestEvictionOnLostNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
@@ -164,8 +164,10 @@ func TestEvictionOnLostNode(t *testing.T) {
 		}
 		t.Logf("created %s/%s with tolerations %v", r.GetPod().GetMetadata().GetNamespace(), r.GetPod().GetMetadata().GetName(), r.GetPod().GetSpec().GetTolerations())
 	}
-	// Follow the victim's pods from now on, so the web pod's last state
-	// (with DisruptionTarget) is seen at its deletion.
+	// Follow the victim's pods from now on, so the web pod's state with
+	// DisruptionTarget is seen at its eviction. Eviction is graceful (spec
+	// §12.3): the pod turns Terminating (MODIFIED with a deletion timestamp)
+	// and, its reporter being dead, stays; a removal (DELETED) counts too.
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
 	watch, err := pods.WatchPods(wctx, &podv1.WatchPodsRequest{NodeName: victim})
@@ -178,12 +180,18 @@ func TestEvictionOnLostNode(t *testing.T) {
 	}
 	deleted := make(chan deletion, 4)
 	go func() {
+		terminating := map[string]bool{}
 		for {
 			ev, err := watch.Recv()
 			if err != nil {
 				return
 			}
-			if ev.GetType() == "DELETED" {
+			name := ev.GetPod().GetMetadata().GetName()
+			switch {
+			case ev.GetType() == "DELETED" && !terminating[name]:
+				deleted <- deletion{ev.GetPod(), time.Now()}
+			case ev.GetType() == "MODIFIED" && ev.GetPod().GetMetadata().GetDeletionTimestamp() != nil && !terminating[name]:
+				terminating[name] = true
 				deleted <- deletion{ev.GetPod(), time.Now()}
 			}
 		}
@@ -268,7 +276,10 @@ func TestEvictionOnLostNode(t *testing.T) {
 		if late := d.at.Sub(tainted); late > toleration+30*time.Second {
 			t.Errorf("evicted late: %s after the taint (toleration %s)", late, toleration)
 		}
-		t.Logf("web deleted %s after the taint (toleration %s; marked %s after it)", d.at.Sub(tainted).Round(time.Millisecond), toleration, fired.Sub(tainted).Round(time.Millisecond))
+		if g := d.pod.GetMetadata().GetDeletionGracePeriodSeconds(); d.pod.GetMetadata().GetDeletionTimestamp() == nil || g != 30 {
+			t.Errorf("web not Terminating with its 30 s grace: %v", d.pod.GetMetadata())
+		}
+		t.Logf("web evicted (Terminating) %s after the taint (toleration %s; marked %s after it)", d.at.Sub(tainted).Round(time.Millisecond), toleration, fired.Sub(tainted).Round(time.Millisecond))
 	case <-time.After(toleration + time.Minute):
 		t.Fatal("the Deployment pod was not evicted")
 	}

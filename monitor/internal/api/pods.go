@@ -21,6 +21,7 @@ import (
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podutil"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
+	"github.com/nodepulse/nodepulse/services/podlife"
 	"github.com/nodepulse/nodepulse/services/validation"
 )
 
@@ -244,24 +245,48 @@ func (s *PodServer) UpdatePodStatus(ctx context.Context, req *podv1.UpdatePodSta
 	return &podv1.UpdatePodStatusResponse{Pod: s.served(p, rev)}, nil
 }
 
-// DeletePod implements PodService.
+// DeletePod implements PodService: the API server's graceful deletion
+// (spec §12.2, services/podlife). A pod with a grace period stays,
+// Terminating, until its node's reporter confirms, pod GC removes it or a
+// grace-0 delete; grace 0 removes it at once.
 func (s *PodServer) DeletePod(ctx context.Context, req *podv1.DeletePodRequest) (*podv1.DeletePodResponse, error) {
 	ns, name := req.GetNamespace(), req.GetName()
 	if err := invalid(podutil.ValidateRef(ns, name)); err != nil {
 		return nil, err
 	}
 	key := cache.PodKey(ns, name)
-	o, rev, err := s.rewrite(ctx, nodestore.Pods, key, "pod "+key, "delete", nil, func(o nodestore.Object) ([]nodestore.Op, error) {
-		return []nodestore.Op{{Kind: nodestore.Pods, Name: key, IfModRevision: o.ModRevision}}, nil
-	})
-	if err != nil {
-		return nil, err
+	opts := podlife.DeleteOptions{GracePeriodSeconds: req.GracePeriodSeconds, UID: req.GetUid()}
+	if rv := req.GetResourceVersion(); rv != "" {
+		v, err := cache.ParseVersion(rv)
+		if err != nil || !v.Last {
+			return nil, status.Errorf(codes.InvalidArgument, "resourceVersion: %q is not a pod's resource version", rv)
+		}
+		opts.ResourceVersion = formatRev(v.Rev)
 	}
-	s.waitCache(ctx, rev)
-	s.audit(ctx, "pod", "pod deleted", key)
-	p := proto.CloneOf(o.Value.(*podv1.Pod))
-	p.Metadata.Namespace, p.Metadata.Name, p.Metadata.ResourceVersion = ns, name, formatRev(o.ModRevision)
-	return &podv1.DeletePodResponse{Pod: p}, nil
+	p, gone, rev, err := podlife.DeleteRevision(ctx, s.store, ns, name, opts, s.now())
+	switch {
+	case errors.Is(err, nodestore.ErrNotFound):
+		return nil, status.Errorf(codes.NotFound, "pod %s not found", key)
+	case errors.Is(err, podlife.ErrPrecondition):
+		// The error names the field: "uid: precondition failed: ...".
+		return nil, status.Errorf(codes.Aborted, "%v; read the pod again", err)
+	case errors.Is(err, nodestore.ErrConflict):
+		return nil, status.Errorf(codes.Aborted, "pod %s kept changing; try again", key)
+	case err != nil:
+		return nil, status.Errorf(codes.Unavailable, "delete pod %s: %v", key, err)
+	}
+	if rev > 0 {
+		s.waitCache(ctx, rev)
+	}
+	switch {
+	case gone:
+		s.audit(ctx, "pod", "pod deleted", key, zap.Int64p("gracePeriodSeconds", req.GracePeriodSeconds))
+	case rev > 0:
+		s.audit(ctx, "pod", "pod deletion requested", key, zap.Int64p("gracePeriodSeconds", req.GracePeriodSeconds),
+			zap.Time("deletionTimestamp", p.GetMetadata().GetDeletionTimestamp().AsTime()))
+		p = s.served(p, rev)
+	}
+	return &podv1.DeletePodResponse{Pod: p, Gone: gone}, nil
 }
 
 // ExplainPod implements PodService.

@@ -126,9 +126,33 @@ func TestPodServiceCRUD(t *testing.T) {
 	_, err = cl.UpdatePodStatus(ctx, &podv1.UpdatePodStatusRequest{Namespace: "default", Name: "nope", Status: st})
 	wantCode(t, err, codes.NotFound, "")
 
+	// Graceful delete (spec §12.2): the pod's own 30 s, the record stays
+	// Terminating; asking again with the same or no grace changes nothing.
+	if g := p.GetSpec().GetTerminationGracePeriodSeconds(); g != 30 {
+		t.Fatalf("terminationGracePeriodSeconds defaulted to %d, want 30", g)
+	}
 	d, err := cl.DeletePod(ctx, &podv1.DeletePodRequest{Namespace: "default", Name: "web-1"})
-	if err != nil || d.GetPod().GetStatus().GetPhase() != podutil.PhaseRunning {
-		t.Fatalf("delete: %v %v", d, err)
+	if err != nil || d.GetGone() || d.GetPod().GetMetadata().GetDeletionTimestamp() == nil || d.GetPod().GetMetadata().GetDeletionGracePeriodSeconds() != 30 {
+		t.Fatalf("graceful delete: %v %v", d, err)
+	}
+	g, err := cl.GetPod(ctx, &podv1.GetPodRequest{Namespace: "default", Name: "web-1"})
+	if err != nil || !g.GetPod().GetMetadata().GetDeletionTimestamp().AsTime().Equal(d.GetPod().GetMetadata().GetDeletionTimestamp().AsTime()) {
+		t.Fatalf("get after a graceful delete: %v %v", g, err)
+	}
+	again, err := cl.DeletePod(ctx, &podv1.DeletePodRequest{Namespace: "default", Name: "web-1"})
+	if err != nil || again.GetGone() || again.GetPod().GetMetadata().GetResourceVersion() != g.GetPod().GetMetadata().GetResourceVersion() {
+		t.Fatalf("second delete changed the pod: %v %v", again, err)
+	}
+	zero := int64(0)
+	_, err = cl.DeletePod(ctx, &podv1.DeletePodRequest{Namespace: "default", Name: "web-1", GracePeriodSeconds: &zero, Uid: "another"})
+	wantCode(t, err, codes.Aborted, "uid")
+	_, err = cl.DeletePod(ctx, &podv1.DeletePodRequest{Namespace: "default", Name: "web-1", GracePeriodSeconds: &zero, ResourceVersion: p.GetMetadata().GetResourceVersion()})
+	wantCode(t, err, codes.Aborted, "resourceVersion")
+	_, err = cl.DeletePod(ctx, &podv1.DeletePodRequest{Namespace: "default", Name: "web-1", ResourceVersion: "x"})
+	wantCode(t, err, codes.InvalidArgument, "resourceVersion")
+	d, err = cl.DeletePod(ctx, &podv1.DeletePodRequest{Namespace: "default", Name: "web-1", GracePeriodSeconds: &zero, Uid: p.GetMetadata().GetUid()})
+	if err != nil || !d.GetGone() || d.GetPod().GetStatus().GetPhase() != podutil.PhaseRunning {
+		t.Fatalf("grace-0 delete: %v %v", d, err)
 	}
 	_, err = cl.GetPod(ctx, &podv1.GetPodRequest{Namespace: "default", Name: "web-1"})
 	wantCode(t, err, codes.NotFound, "")
@@ -166,6 +190,7 @@ func TestPodServiceValidation(t *testing.T) {
 	}, "pod.status.conditions[0].status")
 	bad(func(p *podv1.Pod) { p.Metadata.OwnerReferences = []*nodev1.OwnerReference{{Name: "x"}} }, "pod.metadata.ownerReferences[0].kind")
 	bad(func(p *podv1.Pod) { p.Metadata.DeletionTimestamp = nodemodel.Timestamp(time.Now()) }, "pod.metadata.deletionTimestamp")
+	bad(func(p *podv1.Pod) { g := int64(5); p.Metadata.DeletionGracePeriodSeconds = &g }, "pod.metadata.deletionGracePeriodSeconds")
 	_, err := cl.CreatePod(ctx, &podv1.CreatePodRequest{})
 	wantCode(t, err, codes.InvalidArgument, "pod")
 	_, err = cl.GetPod(ctx, &podv1.GetPodRequest{Namespace: "default", Name: ""})
@@ -203,7 +228,8 @@ func TestWatchPodsResumes(t *testing.T) {
 		t.Fatalf("second event %v %v (the other node's pod must be filtered out)", ev, err)
 	}
 	rv := ev.GetResourceVersion()
-	if _, err := cl.DeletePod(ctx, &podv1.DeletePodRequest{Namespace: "default", Name: "a"}); err != nil {
+	zero := int64(0) // a forced delete: removed at once
+	if _, err := cl.DeletePod(ctx, &podv1.DeletePodRequest{Namespace: "default", Name: "a", GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
 	// A new watch resumes after rv and sees only the deletion.

@@ -614,9 +614,19 @@ type DeletePodRequest struct {
 	// Namespace of the pod.
 	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	// Name of the pod.
-	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// GracePeriodSeconds overrides the pod's spec.termination_grace_period_seconds
+	// (DeleteOptions.gracePeriodSeconds): 0 removes the pod at once (a forced
+	// delete), a negative value means 1. Unset uses the pod's own. Ignored (0)
+	// for an unscheduled pod or one in a terminal phase.
+	GracePeriodSeconds *int64 `protobuf:"varint,3,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	// Uid, when set, must be the pod's UID (precondition; else Aborted).
+	Uid string `protobuf:"bytes,4,opt,name=uid,proto3" json:"uid,omitempty"`
+	// ResourceVersion, when set, must be the pod's current resource version
+	// (precondition; else Aborted).
+	ResourceVersion string `protobuf:"bytes,5,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DeletePodRequest) Reset() {
@@ -663,11 +673,35 @@ func (x *DeletePodRequest) GetName() string {
 	return ""
 }
 
-// DeletePodResponse returns the deleted pod.
+func (x *DeletePodRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *DeletePodRequest) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *DeletePodRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// DeletePodResponse returns the pod after the request.
 type DeletePodResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The pod as it was.
-	Pod           *Pod `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	// The pod after the request: Terminating (deletion_timestamp set) when it
+	// stays, its last state when it is gone.
+	Pod *Pod `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	// Gone is true when the pod was removed from the store.
+	Gone          bool `protobuf:"varint,2,opt,name=gone,proto3" json:"gone,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -707,6 +741,13 @@ func (x *DeletePodResponse) GetPod() *Pod {
 		return x.Pod
 	}
 	return nil
+}
+
+func (x *DeletePodResponse) GetGone() bool {
+	if x != nil {
+		return x.Gone
+	}
+	return false
 }
 
 // ExplainPodRequest names the pod to explain.
@@ -771,7 +812,8 @@ type ExplainPodResponse struct {
 	Summary string `protobuf:"bytes,1,opt,name=summary,proto3" json:"summary,omitempty"`
 	// Details, one fact per line.
 	Details []string `protobuf:"bytes,2,rep,name=details,proto3" json:"details,omitempty"`
-	// DeletionTime is when the evictor will delete the pod, if scheduled.
+	// DeletionTime is when the pod is next acted on, if known: the evictor's
+	// deletion (it then turns Terminating) or pod GC's removal.
 	DeletionTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deletion_time,json=deletionTime,proto3" json:"deletion_time,omitempty"`
 	// Pod as currently stored.
 	Pod           *Pod `protobuf:"bytes,4,opt,name=pod,proto3" json:"pod,omitempty"`
@@ -876,12 +918,17 @@ const file_nodepulse_pod_v1_pod_service_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\v2\x1b.nodepulse.pod.v1.PodStatusR\x06status\x12)\n" +
 	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\"B\n" +
 	"\x17UpdatePodStatusResponse\x12'\n" +
-	"\x03pod\x18\x01 \x01(\v2\x15.nodepulse.pod.v1.PodR\x03pod\"D\n" +
+	"\x03pod\x18\x01 \x01(\v2\x15.nodepulse.pod.v1.PodR\x03pod\"\xd1\x01\n" +
 	"\x10DeletePodRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"<\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
+	"\x14grace_period_seconds\x18\x03 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x12\x10\n" +
+	"\x03uid\x18\x04 \x01(\tR\x03uid\x12)\n" +
+	"\x10resource_version\x18\x05 \x01(\tR\x0fresourceVersionB\x17\n" +
+	"\x15_grace_period_seconds\"P\n" +
 	"\x11DeletePodResponse\x12'\n" +
-	"\x03pod\x18\x01 \x01(\v2\x15.nodepulse.pod.v1.PodR\x03pod\"E\n" +
+	"\x03pod\x18\x01 \x01(\v2\x15.nodepulse.pod.v1.PodR\x03pod\x12\x12\n" +
+	"\x04gone\x18\x02 \x01(\bR\x04gone\"E\n" +
 	"\x11ExplainPodRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"\xb2\x01\n" +
@@ -972,6 +1019,7 @@ func file_nodepulse_pod_v1_pod_service_proto_init() {
 		return
 	}
 	file_nodepulse_pod_v1_pod_proto_init()
+	file_nodepulse_pod_v1_pod_service_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -47,7 +47,10 @@ type PodServiceClient interface {
 	// UpdatePodStatus replaces the status of a pod (phase, Ready), with an
 	// optional resource_version precondition.
 	UpdatePodStatus(ctx context.Context, in *UpdatePodStatusRequest, opts ...grpc.CallOption) (*UpdatePodStatusResponse, error)
-	// DeletePod deletes a pod.
+	// DeletePod deletes a pod as the Kubernetes API server does: gracefully
+	// (deletion_timestamp = now + grace, the pod stays Terminating until its
+	// node's reporter confirms, pod GC removes it, or a grace-0 delete) unless
+	// the grace period is 0, which removes the pod at once.
 	DeletePod(ctx context.Context, in *DeletePodRequest, opts ...grpc.CallOption) (*DeletePodResponse, error)
 	// ExplainPod says what will happen to a pod and when, e.g. "pod web-7 on
 	// node n12 will be deleted at 12:08:10 (unreachable since 12:03:10,
@@ -161,7 +164,10 @@ type PodServiceServer interface {
 	// UpdatePodStatus replaces the status of a pod (phase, Ready), with an
 	// optional resource_version precondition.
 	UpdatePodStatus(context.Context, *UpdatePodStatusRequest) (*UpdatePodStatusResponse, error)
-	// DeletePod deletes a pod.
+	// DeletePod deletes a pod as the Kubernetes API server does: gracefully
+	// (deletion_timestamp = now + grace, the pod stays Terminating until its
+	// node's reporter confirms, pod GC removes it, or a grace-0 delete) unless
+	// the grace period is 0, which removes the pod at once.
 	DeletePod(context.Context, *DeletePodRequest) (*DeletePodResponse, error)
 	// ExplainPod says what will happen to a pod and when, e.g. "pod web-7 on
 	// node n12 will be deleted at 12:08:10 (unreachable since 12:03:10,

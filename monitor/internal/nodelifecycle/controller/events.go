@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 )
@@ -57,6 +58,30 @@ func (c *Controller) eventLocked(now time.Time, node, uid, typ, reason, msg stri
 	ev := &nodev1.Event{
 		Metadata:       &nodev1.ObjectMeta{Name: name, Namespace: EventNamespace, CreationTimestamp: ts},
 		InvolvedObject: &nodev1.ObjectReference{Kind: "Node", Name: node, Uid: uid},
+		Reason:         reason, Message: msg, Type: typ, Source: EventSource,
+		FirstTimestamp: ts, LastTimestamp: ts, Count: 1,
+	}
+	select {
+	case c.events <- queuedEvent{fence: c.fence, ev: ev}:
+	default:
+		c.m.eventsDropped.WithLabelValues("queue_full").Inc()
+	}
+}
+
+// podEventLocked queues an event about a pod, in the pod's namespace (the
+// batch it lands in is keyed under EventNamespace; readers go by each
+// event's own namespace and involved object).
+func (c *Controller) podEventLocked(now time.Time, p *podv1.Pod, typ, reason, msg string) {
+	md := p.GetMetadata()
+	ts := nodemodel.Timestamp(now)
+	nano := now.UnixNano()
+	if nano <= c.lastEventNano {
+		nano = c.lastEventNano + 1
+	}
+	c.lastEventNano = nano
+	ev := &nodev1.Event{
+		Metadata:       &nodev1.ObjectMeta{Name: md.GetName() + "." + strconv.FormatInt(nano, 16), Namespace: md.GetNamespace(), CreationTimestamp: ts},
+		InvolvedObject: &nodev1.ObjectReference{Kind: "Pod", Namespace: md.GetNamespace(), Name: md.GetName(), Uid: md.GetUid()},
 		Reason:         reason, Message: msg, Type: typ, Source: EventSource,
 		FirstTimestamp: ts, LastTimestamp: ts, Count: 1,
 	}

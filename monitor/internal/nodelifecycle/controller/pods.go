@@ -22,6 +22,14 @@ import (
 // the flip (endpoints drop them long before any eviction), a failed marking
 // is retried on later passes while the node stays not-Ready, and a pod newly
 // bound to a node whose last-seen Ready is not True is marked at once.
+//
+// Exactly upstream MarkPodsNotReady: only pods that already have a Ready
+// condition; Ready → False with its reason, message and probe time kept and
+// the transition time moved only when the status changes; nothing else of
+// the pod (phase stays Running, no NodeLost reason); a pod event Warning
+// NodeNotReady "Node is not ready" after each successful write. The flip is
+// the controller's own observed True → current not True: a node whose
+// reporter itself reports Ready=False never triggers it (observed False).
 
 // markPodsNotReadyLocked sets Ready=False on every pod bound to node that
 // has a Ready condition not already False (upstream MarkPodsNotReady). It
@@ -65,6 +73,9 @@ func (c *Controller) markPodNotReadyLocked(ctx context.Context, now time.Time, n
 	case err == nil:
 		c.m.podsNotReady.Inc()
 		c.lg.Info("pod marked not ready: its node is not ready", zap.String("pod", key), zap.String("node", node))
+		// After the write, as upstream: the event is only for a pod that
+		// still existed.
+		c.podEventLocked(now, p, "Warning", "NodeNotReady", "Node is not ready")
 		return nil
 	case errors.Is(err, nodestore.ErrFenced):
 		c.m.fenced.Inc()
@@ -80,7 +91,8 @@ func (c *Controller) markPodNotReadyLocked(ctx context.Context, now time.Time, n
 // marking failed and the node is still not Ready.
 func (c *Controller) podsAfterPassLocked(ctx context.Context, now time.Time, node, observed, current string) error {
 	flip := observed == nodemodel.True && current != nodemodel.True
-	if !flip && !(c.podRetry[node] && current != nodemodel.True) {
+	// Upstream retries while the node as read (observed) is not Ready.
+	if !flip && !(c.podRetry[node] && observed != nodemodel.True) {
 		delete(c.podRetry, node)
 		return nil
 	}

@@ -33,6 +33,7 @@ import (
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podutil"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
+	"github.com/nodepulse/nodepulse/services/podlife"
 	"github.com/nodepulse/nodepulse/services/validation"
 )
 
@@ -64,7 +65,8 @@ func DefaultConfig() Config {
 
 // Admit returns the pod to store for a create of p (already validated): the
 // stored form with a new UID, the creation time, an empty spec and status
-// filled in, phase Pending unless given, and the default tolerations. The
+// filled in, phase Pending unless given, terminationGracePeriodSeconds 30
+// unless given, and the default tolerations. The
 // defaults may push the tolerations over their bound, which the returned
 // list says.
 func (c Config) Admit(p *podv1.Pod, now time.Time, lim validation.Limits) (*podv1.Pod, validation.List) {
@@ -79,6 +81,18 @@ func (c Config) Admit(p *podv1.Pod, now time.Time, lim validation.Limits) (*podv
 	}
 	if s.Status.Phase == "" {
 		s.Status.Phase = podutil.PhasePending
+	}
+	switch g := s.Spec.TerminationGracePeriodSeconds; {
+	case g == nil:
+		// The API default (SetDefaults_PodSpec): a graceful delete without a
+		// grace period of its own gives the pod 30 s (spec §12.1).
+		d := podlife.DefaultTerminationGracePeriodSeconds
+		s.Spec.TerminationGracePeriodSeconds = &d
+	case *g < 0:
+		// Upstream's pod strategy stores a negative value as 1 (a negative
+		// grace would put the deletion timestamp in the past).
+		one := int64(1)
+		s.Spec.TerminationGracePeriodSeconds = &one
 	}
 	c.Apply(s)
 	return s, validation.Tolerations("pod.spec.tolerations", s.Spec.Tolerations, lim)

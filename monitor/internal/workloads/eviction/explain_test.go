@@ -52,13 +52,13 @@ func TestExplainPodWords(t *testing.T) {
 	if !strings.Contains(sum, "not threatened") || !strings.Contains(strings.Join(details, "\n"), "300 s after") {
 		t.Errorf("healthy node: %q %v", sum, details)
 	}
-	if lines := explainNodePods(now, node, nil, false, nil); lines != nil {
+	if lines := explainNodePods(now, node, nil, false, nil, GC{}); lines != nil {
 		t.Errorf("no pods: %v", lines)
 	}
 	// A node's pods: the leader's schedule gives the time; a pod it has
 	// not scheduled gets the prediction, named by namespace/name.
 	other := ownedPod("default", "db-1", "n12", "StatefulSet")
-	lines := explainNodePods(now, node, []*podv1.Pod{p, other}, true, []PodSchedule{{Namespace: "default", Name: "web-7", Scheduled: *sched}})
+	lines := explainNodePods(now, node, []*podv1.Pod{p, other}, true, []PodSchedule{{Namespace: "default", Name: "web-7", Scheduled: *sched}}, GC{})
 	if len(lines) != 2 || lines[0] != "pod default/web-7 will be deleted at 12:08:10 (unreachable since 12:03:10, tolerates 300 s)" ||
 		!strings.HasPrefix(lines[1], "pod default/db-1 will be deleted as soon as the evictor processes it") {
 		t.Errorf("node's pods:\n%s", strings.Join(lines, "\n"))

@@ -37,12 +37,15 @@
 // taints, which cancels every pending deletion. The evictor itself adds no
 // second limiter, as upstream.
 //
-// Replacement. Deleting removes pods/<ns>/<name>; nodepulse has no kubelet
-// to terminate containers gracefully. The owner (a ReplicaSet-like
-// orchestrator) sees DELETED, with DisruptionTarget set on the last state,
-// and replaces the pod; a StatefulSet-like owner must itself make sure the
-// old replica is gone before starting one with the same identity (the
-// machine may still run it): nodepulse leaves replacement to the owner.
+// Deletion is graceful, as upstream's taint manager (spec §12.3): the pod
+// gets DisruptionTarget=True/DeletionByTaintManager, then a delete without
+// a grace period of its own (services/podlife), so it turns Terminating with
+// deletion_timestamp = now + its terminationGracePeriodSeconds and stays
+// stored. Only its node's reporter confirming, pod GC (node deleted, or
+// out-of-service and not Ready) or a forced delete remove it. A pod that is
+// already Terminating is never evicted again. The owner (a ReplicaSet-like
+// orchestrator) sees the MODIFIED pod with a deletion timestamp and may
+// replace it at once; a StatefulSet-like owner waits for DELETED.
 package eviction
 
 import (
@@ -64,6 +67,7 @@ import (
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podutil"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
+	"github.com/nodepulse/nodepulse/services/podlife"
 )
 
 // Leader is what the runner needs from the lifecycle controller.
@@ -119,6 +123,7 @@ type Runner struct {
 	fence      nodestore.Fence
 	q          *timedQueue
 	nodeTaints map[string][]*nodev1.Taint
+	gc         GC
 }
 
 // New builds a runner; call Run.
@@ -361,6 +366,15 @@ func (r *Runner) processLocked(ctx context.Context, now time.Time, p *podv1.Pod,
 	if s, ok := r.q.get(key); ok {
 		prev = &s
 	}
+	if podlife.IsTerminating(p) {
+		// Already being deleted (by this evictor or anyone): a second
+		// delete would change nothing (pending graceful), so drop it.
+		if prev != nil {
+			r.q.remove(key)
+			r.m.depth.Set(float64(r.q.Len()))
+		}
+		return
+	}
 	d := r.cfg.Matcher.Decide(now, md.GetUid(), node, taints, p.GetSpec().GetTolerations(), prev)
 	switch d.Action {
 	case Nothing, Keep:
@@ -483,7 +497,10 @@ func (r *Runner) evict(ctx context.Context, key string, s Scheduled) error {
 }
 
 // markAndDelete does one try; gone reports that the pod no longer exists
-// (or is another pod now).
+// (or is another pod now, or is already terminating). The delete is
+// podlife's graceful one with the pod's own grace, preconditioned on the
+// UID and revision read here, so a pod that moved or changed meanwhile is
+// looked at again rather than deleted on stale grounds.
 func (r *Runner) markAndDelete(ctx context.Context, key string, s Scheduled) (gone bool, err error) {
 	o, err := r.store.Get(ctx, nodestore.Pods, key)
 	if errors.Is(err, nodestore.ErrNotFound) {
@@ -493,24 +510,20 @@ func (r *Runner) markAndDelete(ctx context.Context, key string, s Scheduled) (go
 		return false, err
 	}
 	p := o.Value.(*podv1.Pod)
-	if p.GetMetadata().GetUid() != s.UID || p.GetSpec().GetNodeName() != s.Node {
+	if p.GetMetadata().GetUid() != s.UID || p.GetSpec().GetNodeName() != s.Node || podlife.IsTerminating(p) {
 		return true, nil
 	}
 	r.mu.Lock()
 	fence := r.fence
 	r.mu.Unlock()
-	rev := o.ModRevision
-	np := podutil.Stored(p)
-	if np.Status == nil {
-		np.Status = &podv1.PodStatus{}
-	}
+	ns, name := splitKey(key)
 	cond := &podv1.PodCondition{Type: podutil.DisruptionTarget, Status: nodemodel.True, Reason: podutil.ReasonTaintManager, Message: podutil.MessageTaintManager}
-	if podutil.SetCondition(np.Status, cond, r.cfg.Now()) {
-		if rev, err = r.store.Apply(ctx, &fence, nodestore.Op{Kind: nodestore.Pods, Name: key, Value: np, IfModRevision: o.ModRevision}); err != nil {
-			return false, err
-		}
+	_, _, err = podlife.Delete(ctx, r.store, ns, name, podlife.DeleteOptions{
+		UID: s.UID, ResourceVersion: strconv.FormatInt(o.ModRevision, 10), Fence: &fence, Condition: cond,
+	}, r.cfg.Now())
+	if errors.Is(err, nodestore.ErrNotFound) {
+		return true, nil
 	}
-	_, err = r.store.Apply(ctx, &fence, nodestore.Op{Kind: nodestore.Pods, Name: key, IfModRevision: rev})
 	return false, err
 }
 

@@ -15,21 +15,22 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
-	"github.com/nodepulse/nodepulse/services/nodemodel"
+	"github.com/nodepulse/nodepulse/services/podlife"
 )
 
 // Pod condition types, phases, owner kinds, and the evictor's reason and
-// message (spec §7).
+// message (spec §7); the deletion ones are services/podlife's, which the
+// collector shares.
 const (
 	Ready                = "Ready"
-	DisruptionTarget     = "DisruptionTarget"
-	ReasonTaintManager   = "DeletionByTaintManager"
-	MessageTaintManager  = "Taint manager: deleting due to NoExecute taint"
-	PhasePending         = "Pending"
-	PhaseRunning         = "Running"
-	PhaseSucceeded       = "Succeeded"
-	PhaseFailed          = "Failed"
-	PhaseUnknown         = "Unknown"
+	DisruptionTarget     = podlife.DisruptionTarget
+	ReasonTaintManager   = podlife.ReasonTaintManager
+	MessageTaintManager  = podlife.MessageTaintManager
+	PhasePending         = podlife.PhasePending
+	PhaseRunning         = podlife.PhaseRunning
+	PhaseSucceeded       = podlife.PhaseSucceeded
+	PhaseFailed          = podlife.PhaseFailed
+	PhaseUnknown         = podlife.PhaseUnknown
 	OwnerKindStatefulSet = "StatefulSet"
 )
 
@@ -46,24 +47,12 @@ func FindCondition(st *podv1.PodStatus, t string) *podv1.PodCondition {
 	return nil
 }
 
-// SetCondition is upstream UpdatePodCondition: the transition time is now
-// when the status changes (or the condition is new) and kept otherwise; it
-// reports whether anything changed. c is stored as given (not copied).
+// SetCondition is upstream UpdatePodCondition (podlife.SetCondition): the
+// transition time is now when the status changes (or the condition is new)
+// and kept otherwise; it reports whether anything changed. c is stored as
+// given (not copied).
 func SetCondition(st *podv1.PodStatus, c *podv1.PodCondition, now time.Time) bool {
-	c.LastTransitionTime = nodemodel.Timestamp(now)
-	for i, old := range st.Conditions {
-		if old.GetType() != c.GetType() {
-			continue
-		}
-		if old.GetStatus() == c.GetStatus() {
-			c.LastTransitionTime = old.GetLastTransitionTime()
-		}
-		equal := proto.Equal(old, c)
-		st.Conditions[i] = c
-		return !equal
-	}
-	st.Conditions = append(st.Conditions, c)
-	return true
+	return podlife.SetCondition(st, c, now)
 }
 
 // Stored returns a copy of p in the form written to pods/<ns>/<name>: the

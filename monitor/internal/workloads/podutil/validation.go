@@ -74,6 +74,9 @@ func Validate(prefix string, p *podv1.Pod, now time.Time, lim validation.Limits)
 	if md.GetDeletionTimestamp() != nil {
 		add(ferr(prefix+"metadata.deletionTimestamp", "must not be set: it is output only"))
 	}
+	if md.DeletionGracePeriodSeconds != nil {
+		add(ferr(prefix+"metadata.deletionGracePeriodSeconds", "must not be set: it is output only"))
+	}
 	refs := md.GetOwnerReferences()
 	if len(refs) > maxOwnerRefs {
 		add(ferr(prefix+"metadata.ownerReferences", "must have at most %d entries (got %d)", maxOwnerRefs, len(refs)))
