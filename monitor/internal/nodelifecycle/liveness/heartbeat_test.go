@@ -76,11 +76,11 @@ func TestMergeStatusHeartbeat(t *testing.T) {
 	}
 	feed := func(at time.Time) Node { return Node{StatusHeartbeat: at, StatusObservedAt: arrived} }
 	for _, tc := range []struct {
-		name      string
-		feed      Node
-		lease     *nodev1.Lease
-		want, at  time.Time
-		reported  time.Time
+		name     string
+		feed     Node
+		lease    *nodev1.Lease
+		want, at time.Time
+		reported time.Time
 	}{
 		{"stored only", Node{}, nil, base, time.Time{}, time.Time{}},
 		{"feed newer: dated on arrival", feed(base.Add(5 * time.Minute)), nil, base.Add(5 * time.Minute), arrived, base.Add(5 * time.Minute)},
