@@ -221,10 +221,15 @@ func setMachineInfo(_ time.Time, cfg *Config, in Inputs, st *nodev1.NodeStatus, 
 	if st.NodeInfo == nil {
 		st.NodeInfo = &nodev1.NodeSystemInfo{}
 	}
+	// An identity that could not be read this time (the probe leaves it
+	// empty) keeps the value the node had: upstream sets them only from a
+	// machine info it could read, so a read error leaves the node as it was
+	// (spec §5.2); clearing them would also be a status change, an etcd
+	// write, and another one when the read works again.
 	oldBoot := st.NodeInfo.BootId
-	st.NodeInfo.MachineId = h.MachineID
-	st.NodeInfo.SystemUuid = h.SystemUUID
-	st.NodeInfo.BootId = h.BootID
+	keepUnlessUnread(&st.NodeInfo.MachineId, h.MachineID)
+	keepUnlessUnread(&st.NodeInfo.SystemUuid, h.SystemUUID)
+	keepUnlessUnread(&st.NodeInfo.BootId, h.BootID)
 	if oldBoot != "" && h.BootID != "" && oldBoot != h.BootID {
 		r.Events = append(r.Events, Event{Type: EventWarning, Reason: "NodeRebooted",
 			Message: fmt.Sprintf("Node %s has been rebooted, boot id: %s", cfg.NodeName, h.BootID)})
@@ -259,9 +264,21 @@ func setVersionInfo(_ time.Time, cfg *Config, in Inputs, st *nodev1.NodeStatus, 
 	if in.Host == nil {
 		return nil
 	}
-	ni.KernelVersion = in.Host.KernelVersion
-	ni.OsImage = in.Host.OSImage
+	// Upstream's VersionInfo setter returns the error before it sets
+	// anything, so the node keeps the kernel and OS image it had (spec
+	// §5.2); here each field the probe could not read keeps its value.
+	keepUnlessUnread(&ni.KernelVersion, in.Host.KernelVersion)
+	keepUnlessUnread(&ni.OsImage, in.Host.OSImage)
 	return errors.Join(in.Host.InfoErrs...)
+}
+
+// keepUnlessUnread sets *dst to read unless the probe could not read it:
+// probe.Snapshot leaves a field it could not read empty, and an empty
+// file or value counts as unread.
+func keepUnlessUnread(dst *string, read string) {
+	if read != "" {
+		*dst = read
+	}
 }
 
 func setDaemonEndpoints(_ time.Time, cfg *Config, _ Inputs, st *nodev1.NodeStatus, _ *Result) error {

@@ -342,6 +342,49 @@ func TestMachineInfoErrorAndReboot(t *testing.T) {
 	}
 }
 
+// TestUnreadableInfoKeepsPreviousValues: upstream's VersionInfo and
+// MachineInfo setters return their error before they set anything, so a
+// node whose host information cannot be read keeps what it had (spec §5.2).
+// Clearing it would also make an unchanged node's status "changed" twice.
+func TestUnreadableInfoKeepsPreviousValues(t *testing.T) {
+	c := cfg(t)
+	old := Apply(t0, c, inputs(), nil).Status
+	for _, tc := range []struct {
+		name string
+		in   Inputs
+	}{
+		{"every identity read failed", func() Inputs {
+			in := inputs()
+			h := in.Host
+			h.KernelVersion, h.OSImage, h.MachineID, h.SystemUUID, h.BootID = "", "", "", "", ""
+			h.InfoErrs = []error{errors.New("kernel version: unreadable"), errors.New("os image: unreadable")}
+			return in
+		}()},
+		{"no host reading at all", Inputs{NodeIP: net.ParseIP("10.0.0.1")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Apply(t1, c, tc.in, old)
+			ni := r.Status.GetNodeInfo()
+			if ni.GetKernelVersion() != "6.1.0" || ni.GetOsImage() != "Debian GNU/Linux 12" ||
+				ni.GetMachineId() != "m1" || ni.GetSystemUuid() != "u1" || ni.GetBootId() != "b1" {
+				t.Errorf("nodeInfo after an unreadable host: %v, want the previous values", ni)
+			}
+			for _, e := range r.Events {
+				if e.Reason == "NodeRebooted" {
+					t.Errorf("an unreadable boot id is no reboot: %v", e)
+				}
+			}
+		})
+	}
+	// One field read again, one still unreadable: the read one moves.
+	in := inputs()
+	in.Host.KernelVersion, in.Host.OSImage = "6.2.0", ""
+	ni := Apply(t1, c, in, old).Status.GetNodeInfo()
+	if ni.GetKernelVersion() != "6.2.0" || ni.GetOsImage() != "Debian GNU/Linux 12" {
+		t.Errorf("kernel %q, OS image %q: want the new kernel and the old OS image", ni.GetKernelVersion(), ni.GetOsImage())
+	}
+}
+
 func TestAddressErrorKeepsOldAddresses(t *testing.T) {
 	c := cfg(t)
 	old := Apply(t0, c, inputs(), nil).Status

@@ -22,6 +22,13 @@ const (
 // Unknown.
 var ReporterConditions = []string{MemoryPressure, DiskPressure, PIDPressure, Ready}
 
+// UnknownOrder is the order in which the monitor marks the reporter's
+// conditions Unknown (spec §6.2 step 4), upstream's nodeConditionTypes in
+// tryUpdateNodeHealth: a condition the node has is changed in place, and the
+// missing ones are appended in this order, so a node that never reported is
+// served Ready, MemoryPressure, DiskPressure, PIDPressure, as in Kubernetes.
+var UnknownOrder = []string{Ready, MemoryPressure, DiskPressure, PIDPressure}
+
 // Condition statuses.
 const (
 	True    = "True"

@@ -83,7 +83,12 @@ func TestCollectorMTLS(t *testing.T) {
 			return err
 		}
 		b, err := w.Recv()
-		if err == nil && (!b.GetSnapshot() || len(b.GetEvents()) != 1 || b.GetEvents()[0].GetNodeName() != "node-b") {
+		// node-b's ATTACHED, then its latest status heartbeat when its
+		// status was acknowledged already (STATUS_REPORTED, spec §6.7).
+		evs := b.GetEvents()
+		if n := len(evs); err == nil && (!b.GetSnapshot() || n < 1 || n > 2 ||
+			evs[0].GetNodeName() != "node-b" || evs[0].GetKind() != collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_ATTACHED ||
+			n == 2 && (evs[1].GetNodeName() != "node-b" || evs[1].GetKind() != collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_STATUS_REPORTED)) {
 			t.Errorf("snapshot for %s: %v", cert, b)
 		}
 		return err

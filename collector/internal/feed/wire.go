@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/nodepulse/nodepulse/collector/internal/live"
+	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 )
 
 // Every renewal is one feed event, and every event used to be two protobuf
@@ -29,6 +30,7 @@ const (
 	fieldEventRenew     = 3 // LivenessEvent.renew_time
 	fieldEventSeconds   = 4 // LivenessEvent.lease_duration_seconds
 	fieldEventRetry     = 5 // LivenessEvent.retry_within
+	fieldEventStatusHB  = 6 // LivenessEvent.status_heartbeat_time
 	fieldSeconds        = 1 // Timestamp.seconds, Duration.seconds
 	fieldNanos          = 2 // Timestamp.nanos, Duration.nanos
 )
@@ -43,6 +45,12 @@ func appendEvents(b []byte, evs []live.Event) []byte {
 }
 
 func appendEvent(b []byte, e *live.Event) []byte {
+	// A STATUS_REPORTED event carries its status heartbeat in RenewTime
+	// (live.Event), coded as status_heartbeat_time.
+	timeField := protowire.Number(fieldEventRenew)
+	if e.Kind == collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_STATUS_REPORTED {
+		timeField = fieldEventStatusHB
+	}
 	var rs, rn, ds, dn int64
 	if !e.RenewTime.IsZero() {
 		rs, rn = e.RenewTime.Unix(), int64(e.RenewTime.Nanosecond())
@@ -58,7 +66,7 @@ func appendEvent(b []byte, e *live.Event) []byte {
 		size += protowire.SizeTag(fieldEventKind) + protowire.SizeVarint(uint64(int64(e.Kind)))
 	}
 	if !e.RenewTime.IsZero() {
-		size += protowire.SizeTag(fieldEventRenew) + protowire.SizeBytes(pairSize(rs, rn))
+		size += protowire.SizeTag(timeField) + protowire.SizeBytes(pairSize(rs, rn))
 	}
 	if e.DurationSeconds != 0 {
 		size += protowire.SizeTag(fieldEventSeconds) + protowire.SizeVarint(uint64(int64(e.DurationSeconds)))
@@ -77,7 +85,7 @@ func appendEvent(b []byte, e *live.Event) []byte {
 		b = protowire.AppendVarint(b, uint64(int64(e.Kind)))
 	}
 	if !e.RenewTime.IsZero() {
-		b = appendPair(b, fieldEventRenew, rs, rn)
+		b = appendPair(b, timeField, rs, rn)
 	}
 	if e.DurationSeconds != 0 {
 		b = protowire.AppendTag(b, fieldEventSeconds, protowire.VarintType)

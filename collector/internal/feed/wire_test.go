@@ -35,7 +35,7 @@ func randomEvent(r *rand.Rand) live.Event {
 	pick := func(vals ...int64) int64 { return vals[r.IntN(len(vals))] }
 	e := live.Event{
 		Name:            []string{"", "n", "node-000123.zone-a.example.com"}[r.IntN(3)],
-		Kind:            collectorv1.LivenessEventKind(r.IntN(6)),
+		Kind:            collectorv1.LivenessEventKind(r.IntN(7)),
 		DurationSeconds: int32(pick(0, 40, -1, math.MaxInt32, math.MinInt32, r.Int64N(3600))),
 		RetryWithin:     time.Duration(pick(0, -5, 1, int64(time.Second), int64(90*time.Second+7), r.Int64())),
 	}
@@ -70,7 +70,11 @@ func TestEventsDecodeAsProtoObjects(t *testing.T) {
 		want.ProtoReflect().SetUnknown(nil)
 		for _, e := range evs {
 			pb := &collectorv1.LivenessEvent{NodeName: e.Name, Kind: e.Kind, LeaseDurationSeconds: e.DurationSeconds}
-			if !e.RenewTime.IsZero() {
+			switch {
+			case e.RenewTime.IsZero():
+			case e.Kind == collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_STATUS_REPORTED:
+				pb.StatusHeartbeatTime = timestamppb.New(e.RenewTime)
+			default:
 				pb.RenewTime = timestamppb.New(e.RenewTime)
 			}
 			if e.RetryWithin > 0 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodepulse/nodepulse/collector/internal/persist"
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
+	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/validation"
 )
 
@@ -249,6 +250,17 @@ func kindOf(m *collectorv1.ReportRequest) string {
 	return "unknown"
 }
 
+// statusReported puts a stored report's heartbeat on the feed and into the
+// next lease checkpoint. An unchanged report is not written to etcd, and its
+// heartbeat would be lost otherwise: users then read a lastHeartbeatTime
+// as old as the last change, where Kubernetes shows one at most a report
+// frequency old (spec §6.7). Once per report, not per renewal.
+func (s *Server) statusReported(st *stream, j statusJob) {
+	if hb := nodemodel.ReportedHeartbeat(j.status); !hb.IsZero() {
+		st.ref.StatusReported(hb)
+	}
+}
+
 // writeStatus writes one status report unless the stored status already
 // equals it, and returns its ack; nil when the stream ended meanwhile.
 func (s *Server) writeStatus(st *stream, j statusJob) *collectorv1.Ack {
@@ -257,6 +269,7 @@ func (s *Server) writeStatus(st *stream, j statusJob) *collectorv1.Ack {
 	if ok && st.hasStored && d == st.stored {
 		a.Durable = true
 		s.m.statusUnchanged.Inc()
+		s.statusReported(st, j)
 		return a
 	}
 	err := s.p.WriteStatus(st.ctx, st.name, j.status)
@@ -265,6 +278,7 @@ func (s *Server) writeStatus(st *stream, j statusJob) *collectorv1.Ack {
 		st.stored, st.hasStored = d, ok
 		a.Durable = true
 		s.m.statusOK.Inc()
+		s.statusReported(st, j)
 	case st.ending():
 		return nil
 	case errors.Is(err, persist.ErrBusy):

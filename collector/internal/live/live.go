@@ -48,6 +48,12 @@ type Entry struct {
 	Persisted      bool
 	Dirty          bool
 	Leaving        bool
+	// StatusHeartbeat is the heartbeat of the latest status report
+	// acknowledged as stored on this attachment (reporter clock; zero
+	// before the first); PersistedStatus is the one the latest committed
+	// checkpoint carries.
+	StatusHeartbeat time.Time
+	PersistedStatus time.Time
 	// gone: replaced or detached; a Ref to it renews nothing.
 	gone bool
 }
@@ -55,8 +61,12 @@ type Entry struct {
 // Event is a compact feed event; the feed turns batches of them into
 // protobuf.
 type Event struct {
-	Name            string
-	Kind            collectorv1.LivenessEventKind
+	Name string
+	Kind collectorv1.LivenessEventKind
+	// RenewTime is the renewal's renewTime, a WAITING node's time in a
+	// snapshot, and a STATUS_REPORTED event's status heartbeat (the feed
+	// codes it as status_heartbeat_time). One field for both keeps the
+	// event, appended by every renewal, as small as it was.
 	RenewTime       time.Time
 	DurationSeconds int32
 	// RetryWithin: a WAITING node was refused and told to stay away up to
@@ -240,6 +250,30 @@ func (r Ref) Renew(renew time.Time, durSeconds int32) bool {
 	return true
 }
 
+// StatusReported records that a status report of the attachment r refers
+// to, whose heartbeat is hb, was acknowledged as stored (written, or equal
+// to the stored status). Unchanged statuses are not written to etcd, so
+// this is how their heartbeat reaches the monitors (a STATUS_REPORTED feed
+// event) and the next lease checkpoint. A report whose heartbeat does not
+// advance the latest one is not an event: the monitors would ignore it.
+// False when the attachment is gone.
+func (r Ref) StatusReported(hb time.Time) bool {
+	if r.e == nil {
+		return false
+	}
+	r.sh.mu.Lock()
+	defer r.sh.mu.Unlock()
+	if r.e.gone {
+		return false
+	}
+	if !hb.After(r.e.StatusHeartbeat) {
+		return true
+	}
+	r.e.StatusHeartbeat = hb
+	r.sh.record(Event{Name: r.e.Name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_STATUS_REPORTED, RenewTime: hb})
+	return true
+}
+
 // Leaving records that the reporter announced a deliberate shutdown.
 func (t *Table) Leaving(name string, gen uint64) {
 	sh := t.shard(name)
@@ -282,9 +316,10 @@ func (t *Table) Get(name string, gen uint64) (Entry, bool) {
 	return *e, true
 }
 
-// MarkPersisted records that a checkpoint holding renewTime committed for
-// attachment gen. The entry stays dirty if a newer renewal arrived meanwhile.
-func (t *Table) MarkPersisted(name string, gen uint64, renew time.Time) {
+// MarkPersisted records that a checkpoint holding renewTime and the status
+// heartbeat statusHB committed for attachment gen. The entry stays dirty if
+// a newer renewal arrived meanwhile.
+func (t *Table) MarkPersisted(name string, gen uint64, renew, statusHB time.Time) {
 	sh := t.shard(name)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -294,6 +329,7 @@ func (t *Table) MarkPersisted(name string, gen uint64, renew time.Time) {
 	}
 	e.Persisted = true
 	e.PersistedRenew = renew
+	e.PersistedStatus = statusHB
 	if e.Dirty && !e.RenewTime.After(renew) {
 		e.Dirty = false
 		sh.dirty--
@@ -375,6 +411,11 @@ func (sh *shard) snapshotLocked(snap []Event, now time.Time) []Event {
 	sh.pruneWaitingLocked(now)
 	for _, e := range sh.nodes {
 		snap = append(snap, Event{Name: e.Name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_ATTACHED, RenewTime: e.RenewTime, DurationSeconds: e.DurationSeconds})
+		// The latest status heartbeat follows its node's ATTACHED, so a
+		// monitor that subscribes later serves it at once.
+		if !e.StatusHeartbeat.IsZero() {
+			snap = append(snap, Event{Name: e.Name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_STATUS_REPORTED, RenewTime: e.StatusHeartbeat})
+		}
 	}
 	// Waiting nodes carry when they were heard (this collector's clock),
 	// for the subscriber to date them by their age.

@@ -190,7 +190,7 @@ func TestGenerations(t *testing.T) {
 	if !tbl.Renew("n", g2, t0.Add(time.Second), 40) {
 		t.Fatal("renewal of the current attachment refused")
 	}
-	tbl.MarkPersisted("n", g2, t0.Add(time.Second))
+	tbl.MarkPersisted("n", g2, t0.Add(time.Second), time.Time{})
 	if e, ok := tbl.Get("n", g2); !ok || e.Dirty || !e.Persisted || tbl.Unpersisted() != 0 {
 		t.Fatalf("after MarkPersisted: %+v, unpersisted %d", e, tbl.Unpersisted())
 	}
@@ -318,5 +318,52 @@ func TestRefRenewsItsAttachmentOnly(t *testing.T) {
 	}
 	if renewals != 2 {
 		t.Fatalf("%d RENEWED events, want 2", renewals)
+	}
+}
+
+// A status report acknowledged as stored is a STATUS_REPORTED event with
+// its heartbeat, once per heartbeat that advanced; the node's latest one
+// follows its ATTACHED in snapshots, and a replaced attachment reports
+// nothing.
+func TestStatusReported(t *testing.T) {
+	const reported = collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_STATUS_REPORTED
+	tbl := New(1 << 10)
+	t0 := time.Unix(1_700_000_000, 0)
+	g := tbl.Attach("n", "uid", t0)
+	r, _ := tbl.Ref("n", g)
+	tbl.Attach("quiet", "uid", t0)
+	tbl.Take(nil, false, t0)
+
+	// The report, the same one again, an older one.
+	for _, hb := range []time.Time{t0.Add(time.Second), t0.Add(time.Second), t0} {
+		if !r.StatusReported(hb) {
+			t.Fatal("a current attachment's report refused")
+		}
+	}
+	ev, _, _ := tbl.Take(nil, false, t0)
+	if len(ev) != 1 || ev[0].Kind != reported || ev[0].Name != "n" || !ev[0].RenewTime.Equal(t0.Add(time.Second)) {
+		t.Fatalf("events %+v, want one STATUS_REPORTED at t0+1s (repeats and older heartbeats are no news)", ev)
+	}
+	if e, _ := tbl.Get("n", g); !e.StatusHeartbeat.Equal(t0.Add(time.Second)) {
+		t.Fatalf("entry heartbeat %v", e.StatusHeartbeat)
+	}
+
+	_, snap, _ := tbl.Take(nil, true, t0)
+	var kinds []string
+	for _, e := range snap {
+		if e.Name == "n" {
+			kinds = append(kinds, e.Kind.String())
+		}
+		if e.Name == "quiet" && e.Kind == reported {
+			t.Fatal("a node that reported no status has a STATUS_REPORTED in the snapshot")
+		}
+	}
+	if len(kinds) != 2 || kinds[0] != attached.String() || kinds[1] != reported.String() {
+		t.Fatalf("snapshot of n: %v, want ATTACHED then STATUS_REPORTED", kinds)
+	}
+
+	tbl.Attach("n", "uid", t0) // replaced
+	if r.StatusReported(t0.Add(2 * time.Second)) {
+		t.Fatal("a replaced attachment's report accepted")
 	}
 }

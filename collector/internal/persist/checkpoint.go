@@ -174,6 +174,10 @@ func (p *Persister) lease(e live.Entry, now time.Time) *nodev1.Lease {
 			// plus the checkpointer's tick while the node stays attached here.
 			MaxStaleness: durationpb.New(p.cfg.CheckpointInterval + checkpointTick),
 			Renewals:     e.Renewals,
+			// Whole seconds, as Kubernetes serializes times: the nanos
+			// would be ~5 more bytes on every checkpoint for a value
+			// that is up to an interval old anyway.
+			StatusHeartbeatTime: nodemodel.Timestamp(persistedStatus(e.StatusHeartbeat)),
 		},
 	}
 	// No ownerReferences: the owner is nodes/<same name>, and the ~85 bytes
@@ -182,6 +186,9 @@ func (p *Persister) lease(e live.Entry, now time.Time) *nodev1.Lease {
 	// writes against a budget of 100 (docs/architecture.md).
 	return l
 }
+
+// persistedStatus is a status heartbeat as a checkpoint stores it.
+func persistedStatus(hb time.Time) time.Time { return hb.Truncate(time.Second) }
 
 func (p *Persister) checkpointBatch(ctx context.Context, items []dueItem) {
 	now := p.now()
@@ -194,9 +201,9 @@ func (p *Persister) checkpointBatch(ctx context.Context, items []dueItem) {
 		if !ok {
 			continue // detached: nothing to keep fresh
 		}
-		if e.Persisted && !e.Dirty {
-			// No renewal since the last checkpoint: writing the same
-			// renewTime again would tell nobody anything.
+		if e.Persisted && !e.Dirty && !persistedStatus(e.StatusHeartbeat).After(e.PersistedStatus) {
+			// No renewal and no status report since the last checkpoint:
+			// writing the same times again would tell nobody anything.
 			p.schedule(it.name, it.gen, p.nextPhase(it.name, now))
 			continue
 		}
@@ -215,7 +222,7 @@ func (p *Persister) checkpointBatch(ctx context.Context, items []dueItem) {
 	}
 	p.m.checkpoints.Add(float64(len(ops)))
 	for _, e := range written {
-		p.table.MarkPersisted(e.Name, e.Gen, e.RenewTime)
+		p.table.MarkPersisted(e.Name, e.Gen, e.RenewTime, persistedStatus(e.StatusHeartbeat))
 		p.schedule(e.Name, e.Gen, p.nextPhase(e.Name, now))
 	}
 }

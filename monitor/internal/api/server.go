@@ -122,7 +122,22 @@ func (s *Server) node(name string) (*nodev1.Node, error) {
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "node %q not found", name)
 	}
-	return n, nil
+	return s.withHeartbeat(n), nil
+}
+
+// withHeartbeat serves a cached node with its reporter's latest status
+// heartbeat (spec §6.7): the conditions' lastHeartbeatTime is the later of
+// the stored one and the latest report's, from the feed or the lease
+// checkpoint, so it is at most a report frequency old although unchanged
+// reports are never written to etcd. The monitor's Unknown overrides keep
+// their own times. n is the cache's and is not modified.
+func (s *Server) withHeartbeat(n *nodev1.Node) *nodev1.Node {
+	name := n.GetMetadata().GetName()
+	e, ok := s.cache.Entry(name)
+	if !ok {
+		return n
+	}
+	return nodemodel.WithHeartbeat(n, e.Health, liveness.Reported(s.live.Node(name), e.Lease))
 }
 
 // GetNode implements NodeService.
@@ -163,7 +178,7 @@ func (s *Server) ListNodes(_ context.Context, req *nodev1.ListNodesRequest) (*no
 			resp.NextPageToken = pageToken(resp.Nodes[size-1].GetMetadata().GetName())
 			break
 		}
-		resp.Nodes = append(resp.Nodes, n)
+		resp.Nodes = append(resp.Nodes, s.withHeartbeat(n))
 	}
 	return resp, nil
 }
@@ -181,7 +196,7 @@ func (s *Server) WatchNodes(req *nodev1.WatchNodesRequest, stream nodev1.NodeSer
 			if !match(n) {
 				continue
 			}
-			if err := stream.Send(&nodev1.WatchNodesResponse{Type: cache.Added, Node: n, ResourceVersion: ver.String()}); err != nil {
+			if err := stream.Send(&nodev1.WatchNodesResponse{Type: cache.Added, Node: s.withHeartbeat(n), ResourceVersion: ver.String()}); err != nil {
 				return ver, err
 			}
 		}
@@ -195,7 +210,9 @@ func (s *Server) WatchNodes(req *nodev1.WatchNodesRequest, stream nodev1.NodeSer
 		if typ == "" {
 			return ch.Version, nil
 		}
-		return ch.Version, stream.Send(&nodev1.WatchNodesResponse{Type: typ, Node: n, ResourceVersion: ch.Version.String()})
+		// A heartbeat alone is no watch event: unchanged reports change
+		// nothing stored (spec §6.7); events carry it when they are sent.
+		return ch.Version, stream.Send(&nodev1.WatchNodesResponse{Type: typ, Node: s.withHeartbeat(n), ResourceVersion: ch.Version.String()})
 	})
 }
 
@@ -257,7 +274,7 @@ func (s *Server) served(name string, meta *nodev1.Node) *nodev1.Node {
 	if n.Metadata != nil {
 		n.Metadata.Name = name
 	}
-	return n
+	return nodemodel.WithHeartbeat(n, e.Health, liveness.Reported(s.live.Node(name), e.Lease))
 }
 
 // CordonNode implements NodeService.

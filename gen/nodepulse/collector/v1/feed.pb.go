@@ -50,6 +50,14 @@ const (
 	// before the batch arrived): a monitor that subscribes after the event,
 	// as it does to a collector that just started, still hears them.
 	LivenessEventKind_LIVENESS_EVENT_KIND_WAITING LivenessEventKind = 5
+	// StatusReported: the node's status report was acknowledged as stored
+	// (written, or equal to the stored one and so not written), with its
+	// heartbeat in status_heartbeat_time. Sent once per report whose
+	// heartbeat advanced (one per node per report frequency, 5 min, plus
+	// one per change or requested report), and in snapshots after the
+	// node's ATTACHED when a report was acknowledged on its current stream.
+	// Followers that do not know it ignore it.
+	LivenessEventKind_LIVENESS_EVENT_KIND_STATUS_REPORTED LivenessEventKind = 6
 )
 
 // Enum value maps for LivenessEventKind.
@@ -61,14 +69,16 @@ var (
 		3: "LIVENESS_EVENT_KIND_DETACHED",
 		4: "LIVENESS_EVENT_KIND_LEAVING",
 		5: "LIVENESS_EVENT_KIND_WAITING",
+		6: "LIVENESS_EVENT_KIND_STATUS_REPORTED",
 	}
 	LivenessEventKind_value = map[string]int32{
-		"LIVENESS_EVENT_KIND_UNSPECIFIED": 0,
-		"LIVENESS_EVENT_KIND_ATTACHED":    1,
-		"LIVENESS_EVENT_KIND_RENEWED":     2,
-		"LIVENESS_EVENT_KIND_DETACHED":    3,
-		"LIVENESS_EVENT_KIND_LEAVING":     4,
-		"LIVENESS_EVENT_KIND_WAITING":     5,
+		"LIVENESS_EVENT_KIND_UNSPECIFIED":     0,
+		"LIVENESS_EVENT_KIND_ATTACHED":        1,
+		"LIVENESS_EVENT_KIND_RENEWED":         2,
+		"LIVENESS_EVENT_KIND_DETACHED":        3,
+		"LIVENESS_EVENT_KIND_LEAVING":         4,
+		"LIVENESS_EVENT_KIND_WAITING":         5,
+		"LIVENESS_EVENT_KIND_STATUS_REPORTED": 6,
 	}
 )
 
@@ -247,9 +257,16 @@ type LivenessEvent struct {
 	// heartbeat and the end of this wait, plus the grace period. Unset when
 	// the Register was read and waits in the collector's queue (WAITING is
 	// then repeated while it waits).
-	RetryWithin   *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_within,json=retryWithin,proto3" json:"retry_within,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RetryWithin *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_within,json=retryWithin,proto3" json:"retry_within,omitempty"`
+	// StatusHeartbeatTime (STATUS_REPORTED only): the heartbeat of the status
+	// report the collector just acknowledged as stored (the latest
+	// lastHeartbeatTime of its reporter-owned conditions; reporter clock).
+	// Statuses are written to etcd only when they change, so this is the
+	// one place an unchanged report's heartbeat travels: monitors serve it
+	// as the conditions' lastHeartbeatTime and count it as liveness.
+	StatusHeartbeatTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=status_heartbeat_time,json=statusHeartbeatTime,proto3" json:"status_heartbeat_time,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *LivenessEvent) Reset() {
@@ -313,6 +330,13 @@ func (x *LivenessEvent) GetLeaseDurationSeconds() int32 {
 func (x *LivenessEvent) GetRetryWithin() *durationpb.Duration {
 	if x != nil {
 		return x.RetryWithin
+	}
+	return nil
+}
+
+func (x *LivenessEvent) GetStatusHeartbeatTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StatusHeartbeatTime
 	}
 	return nil
 }
@@ -471,28 +495,30 @@ const file_nodepulse_collector_v1_feed_proto_rawDesc = "" +
 	"\bsnapshot\x18\x02 \x01(\bR\bsnapshot\x12=\n" +
 	"\x06events\x18\x03 \x03(\v2%.nodepulse.collector.v1.LivenessEventR\x06events\x127\n" +
 	"\tsent_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bsentTime\x12H\n" +
-	"\x12heartbeat_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\x9a\x02\n" +
+	"\x12heartbeat_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xea\x02\n" +
 	"\rLivenessEvent\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12=\n" +
 	"\x04kind\x18\x02 \x01(\x0e2).nodepulse.collector.v1.LivenessEventKindR\x04kind\x129\n" +
 	"\n" +
 	"renew_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\trenewTime\x124\n" +
 	"\x16lease_duration_seconds\x18\x04 \x01(\x05R\x14leaseDurationSeconds\x12<\n" +
-	"\fretry_within\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vretryWithin\"\xa1\x01\n" +
+	"\fretry_within\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vretryWithin\x12N\n" +
+	"\x15status_heartbeat_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x13statusHeartbeatTime\"\xa1\x01\n" +
 	"\x16SendNodeCommandRequest\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x122\n" +
 	"\x14report_status_reason\x18\x02 \x01(\tH\x00R\x12reportStatusReason\x12+\n" +
 	"\x10reconnect_reason\x18\x03 \x01(\tH\x00R\x0freconnectReasonB\t\n" +
 	"\acommand\"7\n" +
 	"\x17SendNodeCommandResponse\x12\x1c\n" +
-	"\tdelivered\x18\x01 \x01(\bR\tdelivered*\xdf\x01\n" +
+	"\tdelivered\x18\x01 \x01(\bR\tdelivered*\x88\x02\n" +
 	"\x11LivenessEventKind\x12#\n" +
 	"\x1fLIVENESS_EVENT_KIND_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cLIVENESS_EVENT_KIND_ATTACHED\x10\x01\x12\x1f\n" +
 	"\x1bLIVENESS_EVENT_KIND_RENEWED\x10\x02\x12 \n" +
 	"\x1cLIVENESS_EVENT_KIND_DETACHED\x10\x03\x12\x1f\n" +
 	"\x1bLIVENESS_EVENT_KIND_LEAVING\x10\x04\x12\x1f\n" +
-	"\x1bLIVENESS_EVENT_KIND_WAITING\x10\x052\xf1\x01\n" +
+	"\x1bLIVENESS_EVENT_KIND_WAITING\x10\x05\x12'\n" +
+	"#LIVENESS_EVENT_KIND_STATUS_REPORTED\x10\x062\xf1\x01\n" +
 	"\vFeedService\x12n\n" +
 	"\rWatchLiveness\x12,.nodepulse.collector.v1.WatchLivenessRequest\x1a-.nodepulse.collector.v1.WatchLivenessResponse0\x01\x12r\n" +
 	"\x0fSendNodeCommand\x12..nodepulse.collector.v1.SendNodeCommandRequest\x1a/.nodepulse.collector.v1.SendNodeCommandResponseB\xe8\x01\n" +
@@ -529,15 +555,16 @@ var file_nodepulse_collector_v1_feed_proto_depIdxs = []int32{
 	0, // 3: nodepulse.collector.v1.LivenessEvent.kind:type_name -> nodepulse.collector.v1.LivenessEventKind
 	6, // 4: nodepulse.collector.v1.LivenessEvent.renew_time:type_name -> google.protobuf.Timestamp
 	7, // 5: nodepulse.collector.v1.LivenessEvent.retry_within:type_name -> google.protobuf.Duration
-	1, // 6: nodepulse.collector.v1.FeedService.WatchLiveness:input_type -> nodepulse.collector.v1.WatchLivenessRequest
-	4, // 7: nodepulse.collector.v1.FeedService.SendNodeCommand:input_type -> nodepulse.collector.v1.SendNodeCommandRequest
-	2, // 8: nodepulse.collector.v1.FeedService.WatchLiveness:output_type -> nodepulse.collector.v1.WatchLivenessResponse
-	5, // 9: nodepulse.collector.v1.FeedService.SendNodeCommand:output_type -> nodepulse.collector.v1.SendNodeCommandResponse
-	8, // [8:10] is the sub-list for method output_type
-	6, // [6:8] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	6, // 6: nodepulse.collector.v1.LivenessEvent.status_heartbeat_time:type_name -> google.protobuf.Timestamp
+	1, // 7: nodepulse.collector.v1.FeedService.WatchLiveness:input_type -> nodepulse.collector.v1.WatchLivenessRequest
+	4, // 8: nodepulse.collector.v1.FeedService.SendNodeCommand:input_type -> nodepulse.collector.v1.SendNodeCommandRequest
+	2, // 9: nodepulse.collector.v1.FeedService.WatchLiveness:output_type -> nodepulse.collector.v1.WatchLivenessResponse
+	5, // 10: nodepulse.collector.v1.FeedService.SendNodeCommand:output_type -> nodepulse.collector.v1.SendNodeCommandResponse
+	9, // [9:11] is the sub-list for method output_type
+	7, // [7:9] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_nodepulse_collector_v1_feed_proto_init() }

@@ -180,9 +180,16 @@ type LeasePersistence struct {
 	// the node rewrites it before persist_time + max_staleness.
 	MaxStaleness *durationpb.Duration `protobuf:"bytes,3,opt,name=max_staleness,json=maxStaleness,proto3" json:"max_staleness,omitempty"`
 	// Renewals counts renewals the collector accepted on the current stream.
-	Renewals      uint64 `protobuf:"varint,4,opt,name=renewals,proto3" json:"renewals,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Renewals uint64 `protobuf:"varint,4,opt,name=renewals,proto3" json:"renewals,omitempty"`
+	// StatusHeartbeatTime is the heartbeat of the latest status report the
+	// collector acknowledged on the node's stream, in whole seconds
+	// (reporter clock; unset before the first). Unchanged statuses are not
+	// written to status/, so this checkpoint is where a monitor that did not
+	// follow the feed then finds a recent one: it serves the later of this
+	// and the stored status's heartbeats.
+	StatusHeartbeatTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=status_heartbeat_time,json=statusHeartbeatTime,proto3" json:"status_heartbeat_time,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *LeasePersistence) Reset() {
@@ -243,6 +250,13 @@ func (x *LeasePersistence) GetRenewals() uint64 {
 	return 0
 }
 
+func (x *LeasePersistence) GetStatusHeartbeatTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StatusHeartbeatTime
+	}
+	return nil
+}
+
 var File_nodepulse_node_v1_lease_proto protoreflect.FileDescriptor
 
 const file_nodepulse_node_v1_lease_proto_rawDesc = "" +
@@ -257,12 +271,13 @@ const file_nodepulse_node_v1_lease_proto_rawDesc = "" +
 	"\x16lease_duration_seconds\x18\x02 \x01(\x05R\x14leaseDurationSeconds\x129\n" +
 	"\n" +
 	"renew_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\trenewTime\x12=\n" +
-	"\facquire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vacquireTime\"\xcb\x01\n" +
+	"\facquire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vacquireTime\"\x9b\x02\n" +
 	"\x10LeasePersistence\x12\x1c\n" +
 	"\tcollector\x18\x01 \x01(\tR\tcollector\x12=\n" +
 	"\fpersist_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vpersistTime\x12>\n" +
 	"\rmax_staleness\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\fmaxStaleness\x12\x1a\n" +
-	"\brenewals\x18\x04 \x01(\x04R\brenewalsB\xc6\x01\n" +
+	"\brenewals\x18\x04 \x01(\x04R\brenewals\x12N\n" +
+	"\x15status_heartbeat_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x13statusHeartbeatTimeB\xc6\x01\n" +
 	"\x15com.nodepulse.node.v1B\n" +
 	"LeaseProtoP\x01Z;github.com/nodepulse/nodepulse/gen/nodepulse/node/v1;nodev1\xa2\x02\x03NNX\xaa\x02\x11Nodepulse.Node.V1\xca\x02\x11Nodepulse\\Node\\V1\xe2\x02\x1dNodepulse\\Node\\V1\\GPBMetadata\xea\x02\x13Nodepulse::Node::V1b\x06proto3"
 
@@ -295,11 +310,12 @@ var file_nodepulse_node_v1_lease_proto_depIdxs = []int32{
 	4, // 4: nodepulse.node.v1.LeaseSpec.acquire_time:type_name -> google.protobuf.Timestamp
 	4, // 5: nodepulse.node.v1.LeasePersistence.persist_time:type_name -> google.protobuf.Timestamp
 	5, // 6: nodepulse.node.v1.LeasePersistence.max_staleness:type_name -> google.protobuf.Duration
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	4, // 7: nodepulse.node.v1.LeasePersistence.status_heartbeat_time:type_name -> google.protobuf.Timestamp
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_nodepulse_node_v1_lease_proto_init() }

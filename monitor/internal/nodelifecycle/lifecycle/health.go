@@ -33,9 +33,11 @@ type Record struct {
 	// timestamps at the last pass (compared, never interpreted).
 	ReadyHeartbeat      time.Time
 	ReadyTransitionSeen time.Time
-	// ReportedHeartbeat is the reporter's own Ready heartbeat at the last
-	// pass. Health overrides hide it from the served node, so it is tracked
-	// separately: a change proves the reporter is alive.
+	// ReportedHeartbeat is the reporter's own status heartbeat at the last
+	// pass (Heartbeat.StatusHeartbeat: stored, or a later report's from the
+	// feed or the checkpoint). Health overrides hide it from the served
+	// node, and unchanged reports never reach status/, so it is tracked
+	// separately: a change proves the reporter is alive (spec §6.7).
 	ReportedHeartbeat time.Time
 	// LeaseRenew is the newest leases/ renewTime seen in etcd (reporter clock;
 	// only compared with itself).
@@ -195,10 +197,13 @@ func Evaluate(cfg Config, now time.Time, rec *Record, in *Input) Result {
 		rec.LeaseRenew = hb.LeaseRenew
 		hear(hb.LeaseObservedAt)
 	}
+	// A status report is liveness as a renewal is, also while the lease
+	// is stuck (upstream's probe moves on a Ready heartbeat change or a
+	// lease renewTime change, spec §6.2 steps 2-3).
 	if sh := hb.StatusHeartbeat; !sh.Equal(rec.ReportedHeartbeat) {
 		rec.ReportedHeartbeat = sh
 		if !sh.IsZero() {
-			hear(time.Time{})
+			hear(hb.StatusObservedAt)
 		}
 	}
 	if hb.Renewals > rec.FeedRenewals {
@@ -239,7 +244,7 @@ func Evaluate(cfg Config, now time.Time, rec *Record, in *Input) Result {
 	if ready.GetStatus() == nodemodel.Unknown {
 		return res
 	}
-	overrides, current := markUnknown(now, node, in.Overrides)
+	overrides, current := markUnknown(now, node, in.Overrides, hb.Reported)
 	if proto.Equal(current, ready) {
 		return res
 	}
@@ -260,13 +265,22 @@ func (r *Record) Deadline(grace time.Duration) time.Time {
 // markUnknown returns the overrides after marking every reporter-owned
 // condition Unknown (spec §6.2 step 4), and the resulting Ready.
 // NetworkUnavailable is never touched: the network plugin owns it.
-func markUnknown(now time.Time, node *nodev1.Node, existing []*nodev1.NodeCondition) ([]*nodev1.NodeCondition, *nodev1.NodeCondition) {
-	out := make([]*nodev1.NodeCondition, 0, len(nodemodel.ReporterConditions))
+//
+// Order: the overrides replace the node's conditions in place when served
+// (nodemodel.Merge) and the missing ones are appended in the order listed
+// here, nodemodel.UnknownOrder, upstream's (Ready first), so the served
+// order after Unknown is Kubernetes' (spec §6.2).
+//
+// A present condition keeps its heartbeat, as upstream's does; "its"
+// heartbeat is the one served before the marking, the reporter's latest
+// report (reported, spec §6.7), not the older one status/ holds.
+func markUnknown(now time.Time, node *nodev1.Node, existing []*nodev1.NodeCondition, reported time.Time) ([]*nodev1.NodeCondition, *nodev1.NodeCondition) {
+	out := make([]*nodev1.NodeCondition, 0, len(nodemodel.UnknownOrder))
 	for _, o := range existing {
 		out = append(out, proto.CloneOf(o))
 	}
 	var ready *nodev1.NodeCondition
-	for _, t := range nodemodel.ReporterConditions {
+	for _, t := range nodemodel.UnknownOrder {
 		c := nodemodel.FindCondition(node.GetStatus().GetConditions(), t)
 		var next *nodev1.NodeCondition
 		switch {
@@ -279,6 +293,9 @@ func markUnknown(now time.Time, node *nodev1.Node, existing []*nodev1.NodeCondit
 			}
 		case c.GetStatus() != nodemodel.Unknown:
 			next = proto.CloneOf(c)
+			if !reported.IsZero() && (c.GetLastHeartbeatTime() == nil || reported.After(c.GetLastHeartbeatTime().AsTime())) {
+				next.LastHeartbeatTime = nodemodel.Timestamp(reported)
+			}
 			next.Status = nodemodel.Unknown
 			next.Reason = nodemodel.ReasonNodeStatusUnknown
 			next.Message = nodemodel.MessageNodeStatusUnknown

@@ -4,6 +4,7 @@
 package lifecycle
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +52,9 @@ type sim struct {
 	blind     time.Duration
 	fresh     time.Time
 	quiet     time.Time
+	// statusHB, statusAt: the newest STATUS_REPORTED heartbeat on the feed
+	// and when it arrived (unchanged reports never reach st).
+	statusHB, statusAt time.Time
 }
 
 func (s *sim) at(now time.Time) Result {
@@ -65,9 +69,10 @@ func (s *sim) at(now time.Time) Result {
 // controller picked it (etcd's or the feed's), the feed's counters, the
 // status heartbeat read from st.
 func (s *sim) heartbeat() liveness.Heartbeat {
+	m := liveness.Merge(liveness.Node{StatusHeartbeat: s.statusHB, StatusObservedAt: s.statusAt}, nil, s.st, liveness.Grants{})
 	return liveness.Heartbeat{LeaseRenew: s.lease, LeaseObservedAt: s.leaseAt, Renewals: s.feed, ObservedAt: s.feedAt,
-		StatusHeartbeat: liveness.Merge(liveness.Node{}, nil, s.st, liveness.Grants{}).StatusHeartbeat,
-		Epoch:           s.epoch, Held: s.paused, FreshSince: s.fresh, Blind: s.blind, QuietUntil: s.quiet}
+		StatusHeartbeat: m.StatusHeartbeat, StatusObservedAt: m.StatusObservedAt, Reported: m.Reported,
+		Epoch: s.epoch, Held: s.paused, FreshSince: s.fresh, Blind: s.blind, QuietUntil: s.quiet}
 }
 
 func ready(r Result) string { return r.Current.GetStatus() }
@@ -225,7 +230,7 @@ func TestNewLeaderKeepsInheritedOverrides(t *testing.T) {
 	cfg := DefaultConfig()
 	// A previous leader marked the node; this controller has no record.
 	st := reported(nodemodel.True, t0)
-	inherited, _ := markUnknown(t0, nodeWith(st, nil), nil)
+	inherited, _ := markUnknown(t0, nodeWith(st, nil), nil, time.Time{})
 	s := &sim{cfg: cfg, st: st, overrides: inherited, feed: 7, lease: t0}
 	now := t0.Add(time.Hour)
 	if r := s.at(now); r.Changed || ready(r) != nodemodel.Unknown {
@@ -438,5 +443,106 @@ func TestLeaseFromFeedDatedOnArrival(t *testing.T) {
 	s2.at(t0.Add(15 * time.Second))
 	if !s2.rec.Probe.Equal(t0.Add(15 * time.Second)) {
 		t.Fatalf("etcd lease: probe = %s, want the pass time", s2.rec.Probe.Sub(t0))
+	}
+}
+
+// TestStatusReportsAloneKeepNodeHealthy states upstream's rule (spec §6.2
+// steps 2-3, §6.7): the probe moves on a Ready heartbeat change OR a lease
+// renewTime change, so a node whose lease is stuck but whose status
+// reports keep coming is not Unknown. Here the reports are unchanged, so
+// status/ never moves: their heartbeats come from the feed
+// (STATUS_REPORTED), each dated when it arrived.
+func TestStatusReportsAloneKeepNodeHealthy(t *testing.T) {
+	cfg := DefaultConfig()
+	s := &sim{cfg: cfg, st: reported(nodemodel.True, t0), lease: t0}
+	s.at(t0)
+	var last time.Time
+	for i := 1; i <= 30; i++ {
+		now := t0.Add(time.Duration(i) * 10 * time.Second)
+		// Arrived 2 s before the pass that reads it.
+		s.statusHB, s.statusAt = t0.Add(time.Duration(i)*10*time.Second), now.Add(-2*time.Second)
+		last = s.statusAt
+		if r := s.at(now); ready(r) != nodemodel.True {
+			t.Fatalf("Unknown at %s although status reports kept arriving (lease stuck)", now.Sub(t0))
+		}
+		if !s.rec.Probe.Equal(s.statusAt) {
+			t.Fatalf("probe %v, want the report's arrival %v", s.rec.Probe, s.statusAt)
+		}
+	}
+	// The reports stop: Unknown strictly after the last one's arrival + grace.
+	if r := s.at(last.Add(cfg.GracePeriod)); ready(r) != nodemodel.True {
+		t.Fatal("Unknown at the last report + grace; must be strictly after")
+	}
+	if r := s.at(last.Add(cfg.GracePeriod + time.Millisecond)); ready(r) != nodemodel.Unknown {
+		t.Fatal("not Unknown after status reports and lease both stopped")
+	}
+}
+
+// TestUnknownOrderIsUpstreams: upstream's controller changes the
+// conditions a node has in place and appends the missing ones in the order
+// Ready, MemoryPressure, DiskPressure, PIDPressure (nodeConditionTypes in
+// tryUpdateNodeHealth, spec §6.2 step 4). The served order after Unknown is
+// the same here.
+func TestUnknownOrderIsUpstreams(t *testing.T) {
+	cfg := DefaultConfig()
+	for _, tc := range []struct {
+		name string
+		st   *nodev1.NodeStatus
+		want []string
+	}{
+		{"never reported", &nodev1.NodeStatus{}, []string{"Ready", "MemoryPressure", "DiskPressure", "PIDPressure"}},
+		{"only NetworkUnavailable and Ready", &nodev1.NodeStatus{Conditions: []*nodev1.NodeCondition{
+			cond(nodemodel.NetworkUnavailable, nodemodel.False, t0, t0), cond(nodemodel.Ready, nodemodel.True, t0, t0)}},
+			[]string{"NetworkUnavailable", "Ready", "MemoryPressure", "DiskPressure", "PIDPressure"}},
+		{"pressure but no Ready", &nodev1.NodeStatus{Conditions: []*nodev1.NodeCondition{
+			cond(nodemodel.PIDPressure, nodemodel.False, t0, t0), cond(nodemodel.MemoryPressure, nodemodel.False, t0, t0)}},
+			[]string{"PIDPressure", "MemoryPressure", "Ready", "DiskPressure"}},
+		{"everything, reporter order", reported(nodemodel.True, t0),
+			[]string{"MemoryPressure", "DiskPressure", "PIDPressure", "Ready", "NetworkUnavailable"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &sim{cfg: cfg, st: tc.st}
+			r := s.at(t0) // a node without Ready is judged from its creation, an hour ago
+			if !r.Marked {
+				r = s.at(t0.Add(time.Hour))
+			}
+			if !r.Marked {
+				t.Fatalf("not marked: %+v", r)
+			}
+			var got []string
+			for _, c := range nodeWith(s.st, r.Overrides).GetStatus().GetConditions() {
+				got = append(got, c.GetType())
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Fatalf("served order %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestUnknownKeepsTheLatestReportedHeartbeat: upstream's Unknown leaves a
+// condition's heartbeat as it was, the last status the kubelet posted.
+// Unchanged reports are not in status/, so "as it was" is the latest
+// report's heartbeat (served as such before the marking, spec §6.7), not
+// the older stored one.
+func TestUnknownKeepsTheLatestReportedHeartbeat(t *testing.T) {
+	cfg := DefaultConfig()
+	s := &sim{cfg: cfg, st: reported(nodemodel.True, t0)}
+	s.at(t0)
+	last := t0.Add(5 * time.Minute)
+	s.statusHB, s.statusAt = last, last
+	s.at(last)
+	r := s.at(last.Add(cfg.GracePeriod + time.Second))
+	if !r.Marked {
+		t.Fatalf("not marked: %+v", r)
+	}
+	n := nodeWith(s.st, r.Overrides)
+	for _, typ := range nodemodel.ReporterConditions {
+		if c := nodemodel.FindCondition(n.GetStatus().GetConditions(), typ); !c.GetLastHeartbeatTime().AsTime().Equal(last) {
+			t.Errorf("%s Unknown with heartbeat %v, want the latest report's %v", typ, c.GetLastHeartbeatTime().AsTime(), last)
+		}
+	}
+	if nu := nodemodel.FindCondition(n.GetStatus().GetConditions(), nodemodel.NetworkUnavailable); !nu.GetLastHeartbeatTime().AsTime().Equal(t0) {
+		t.Errorf("NetworkUnavailable heartbeat moved to %v", nu.GetLastHeartbeatTime().AsTime())
 	}
 }

@@ -117,7 +117,7 @@ func TestJudge(t *testing.T) {
 	}
 	unknownHealth := func(taints ...*nodev1.Taint) *nodev1.NodeHealth {
 		st := reported(nodemodel.True, t0)
-		overrides, _ := markUnknown(t0, nodemodel.Merge(&nodev1.Node{}, st, nil), nil)
+		overrides, _ := markUnknown(t0, nodemodel.Merge(&nodev1.Node{}, st, nil), nil, time.Time{})
 		return &nodev1.NodeHealth{NodeName: "n1", ConditionOverrides: overrides, Taints: taints}
 	}
 	for _, tc := range []struct {

@@ -26,9 +26,20 @@ type Heartbeat struct {
 	// LeaseObservedAt is the monitor's clock when LeaseRenew arrived, known
 	// only when it came from the feed; zero means "seen now".
 	LeaseObservedAt time.Time
-	// StatusHeartbeat is the Ready condition's lastHeartbeatTime in the
-	// reporter's stored status (see Merge for a status without one).
+	// StatusHeartbeat is the newest heartbeat of the reporter's status
+	// reports known: the Ready condition's lastHeartbeatTime in the stored
+	// status (see Merge for a status without one), or a later report's from
+	// the feed (STATUS_REPORTED) or the lease checkpoint. A change of it
+	// is liveness, as a changed Ready heartbeat is upstream (spec §6.7).
 	StatusHeartbeat time.Time
+	// StatusObservedAt is the monitor's clock when StatusHeartbeat arrived,
+	// known only when it came from the feed; zero means "seen now".
+	StatusObservedAt time.Time
+	// Reported is the heartbeat of the latest status report seen on the
+	// feed or in the checkpoint (Reported; zero when none): what the API
+	// serves as the reporter's conditions' lastHeartbeatTime when it is
+	// later than theirs (nodemodel.WithHeartbeat).
+	Reported time.Time
 	// Renewals counts live renewals seen on the feeds (Node.Renewals);
 	// ObservedAt is when the newest arrived (Node.ObservedAt).
 	Renewals   uint64
@@ -84,5 +95,29 @@ func Merge(feed Node, lease *nodev1.Lease, status *nodev1.NodeStatus, g Grants) 
 	// A missing Ready or heartbeat reads as the Unix epoch (protobuf's nil
 	// timestamp), not as zero: its appearance or its loss is a change.
 	hb.StatusHeartbeat = nodemodel.FindCondition(status.GetConditions(), nodemodel.Ready).GetLastHeartbeatTime().AsTime()
+	// Unchanged reports are not written to status/: their heartbeats come
+	// from the feed, or coarsely from the checkpoint. Only a later one
+	// replaces the stored Ready's, so a report already stored is not heard
+	// twice; the feed's is dated by its arrival.
+	if cp := lease.GetPersistence().GetStatusHeartbeatTime(); cp != nil && cp.AsTime().After(hb.StatusHeartbeat) {
+		hb.StatusHeartbeat = cp.AsTime()
+	}
+	if feed.StatusHeartbeat.After(hb.StatusHeartbeat) {
+		hb.StatusHeartbeat, hb.StatusObservedAt = feed.StatusHeartbeat, feed.StatusObservedAt
+	}
+	hb.Reported = Reported(feed, lease)
+	return hb
+}
+
+// Reported is the heartbeat of the node's latest status report that
+// status/ may not hold: the later of the feed's (STATUS_REPORTED) and the
+// lease checkpoint's. Zero when neither has one. Each served condition
+// takes the later of its own stored heartbeat and this one
+// (nodemodel.WithHeartbeat): a report stamps all of them at once.
+func Reported(feed Node, lease *nodev1.Lease) time.Time {
+	hb := feed.StatusHeartbeat
+	if cp := lease.GetPersistence().GetStatusHeartbeatTime(); cp != nil && cp.AsTime().After(hb) {
+		hb = cp.AsTime()
+	}
 	return hb
 }

@@ -62,3 +62,45 @@ func TestMergeHeartbeat(t *testing.T) {
 		t.Errorf("status without Ready: heartbeat %v, want the Unix epoch", got)
 	}
 }
+
+// The status heartbeat is the newest of the stored Ready's, the lease
+// checkpoint's and the feed's (STATUS_REPORTED): unchanged reports never
+// reach status/. Only the feed's is dated by its arrival; Reported is the
+// newest of the feed's and the checkpoint's, for the API to serve.
+func TestMergeStatusHeartbeat(t *testing.T) {
+	base := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+	arrived := base.Add(time.Hour)
+	status := &nodev1.NodeStatus{Conditions: []*nodev1.NodeCondition{{Type: nodemodel.Ready, Status: nodemodel.True, LastHeartbeatTime: nodemodel.Timestamp(base)}}}
+	checkpoint := func(at time.Time) *nodev1.Lease {
+		return &nodev1.Lease{Persistence: &nodev1.LeasePersistence{StatusHeartbeatTime: nodemodel.Timestamp(at)}}
+	}
+	feed := func(at time.Time) Node { return Node{StatusHeartbeat: at, StatusObservedAt: arrived} }
+	for _, tc := range []struct {
+		name     string
+		feed     Node
+		lease    *nodev1.Lease
+		want, at time.Time
+		reported time.Time
+	}{
+		{"stored only", Node{}, nil, base, time.Time{}, time.Time{}},
+		{"feed newer: dated on arrival", feed(base.Add(5 * time.Minute)), nil, base.Add(5 * time.Minute), arrived, base.Add(5 * time.Minute)},
+		{"feed equal to stored: the stored report, not news", feed(base), nil, base, time.Time{}, base},
+		{"checkpoint newer: seen now", Node{}, checkpoint(base.Add(5 * time.Minute)), base.Add(5 * time.Minute), time.Time{}, base.Add(5 * time.Minute)},
+		{"checkpoint older than stored", Node{}, checkpoint(base.Add(-time.Minute)), base, time.Time{}, base.Add(-time.Minute)},
+		{"feed newer than checkpoint", feed(base.Add(10 * time.Minute)), checkpoint(base.Add(5 * time.Minute)), base.Add(10 * time.Minute), arrived, base.Add(10 * time.Minute)},
+		{"checkpoint newer than feed", feed(base.Add(5 * time.Minute)), checkpoint(base.Add(10 * time.Minute)), base.Add(10 * time.Minute), time.Time{}, base.Add(10 * time.Minute)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hb := Merge(tc.feed, tc.lease, status, Grants{})
+			if !hb.StatusHeartbeat.Equal(tc.want) || !hb.StatusObservedAt.Equal(tc.at) {
+				t.Fatalf("status heartbeat %v dated %v, want %v dated %v", hb.StatusHeartbeat, hb.StatusObservedAt, tc.want, tc.at)
+			}
+			if !hb.Reported.Equal(tc.reported) {
+				t.Fatalf("reported %v, want %v", hb.Reported, tc.reported)
+			}
+		})
+	}
+	if got := Reported(Node{}, nil); !got.IsZero() {
+		t.Errorf("nothing reported: %v, want zero", got)
+	}
+}

@@ -4,7 +4,10 @@
 // Package liveness follows the collectors' live liveness feeds: every
 // collector registered under collectors/ is followed through
 // FeedService.WatchLiveness, and every RENEWED, ATTACHED or WAITING event
-// counts as a heartbeat of its node on the monitor's own clock. It also tells the
+// counts as a heartbeat of its node on the monitor's own clock, as does a
+// STATUS_REPORTED whose status heartbeat advanced (it also carries the
+// heartbeat of unchanged status reports, which etcd never sees, for the
+// API to serve). It also tells the
 // controller when it must not judge a node: while the feed of the collector
 // the node was last seen on is stale (the monitor cannot see renewals it may
 // be missing). It counts how long the monitor was blind to each node, so
@@ -83,6 +86,11 @@ type Node struct {
 	// with retry_within, dated on the monitor's clock). Zero once the node
 	// attached or renewed since: from then on its silence is its own.
 	QuietUntil time.Time
+	// StatusHeartbeat is the newest status heartbeat seen on a feed
+	// (STATUS_REPORTED; reporter clock), StatusObservedAt the monitor's
+	// clock when it arrived.
+	StatusHeartbeat  time.Time
+	StatusObservedAt time.Time
 }
 
 // FeedState describes one followed feed.
@@ -115,6 +123,8 @@ type node struct {
 	detachedFrom string
 	epoch        uint64
 	quietUntil   time.Time
+	// statusHB, statusAt: Node.StatusHeartbeat, Node.StatusObservedAt.
+	statusHB, statusAt time.Time
 	// blind is what Node.Blind was when the node last changed feeds;
 	// blindBase the current feed's blind counter at that moment. The
 	// node's total is blind + (feed.blind - blindBase): O(1) per gap, not
@@ -381,6 +391,20 @@ func (t *Tracker) batch(id string, f *feed, b *collectorv1.WatchLivenessResponse
 					nd.quietUntil = until
 				}
 			}
+		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_STATUS_REPORTED:
+			// A status report the collector stored (or found unchanged):
+			// the node is attached there and alive. Only a heartbeat that
+			// advanced is news, so a snapshot's repetition is not; a
+			// newer one in a snapshot (a resync skipped its event) is
+			// dated by its arrival, as a snapshot's renewal is.
+			hb := ev.GetStatusHeartbeatTime()
+			if hb == nil || !hb.AsTime().After(nd.statusHB) {
+				continue
+			}
+			t.attachLocked(nd, id)
+			nd.detachedFrom = ""
+			nd.statusHB, nd.statusAt = hb.AsTime(), now
+			nd.quietUntil = time.Time{}
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_DETACHED, collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_LEAVING:
 			if nd.collector == id {
 				t.attachLocked(nd, "")
@@ -429,7 +453,7 @@ func (t *Tracker) Node(name string) Node {
 		return Node{}
 	}
 	out := Node{Renewals: nd.renewals, RenewTime: nd.renewTime, ObservedAt: nd.observedAt, Collector: nd.collector, Epoch: nd.epoch,
-		Blind: t.blindLocked(nd), QuietUntil: nd.quietUntil}
+		Blind: t.blindLocked(nd), QuietUntil: nd.quietUntil, StatusHeartbeat: nd.statusHB, StatusObservedAt: nd.statusAt}
 	if f := t.feeds[nd.collector]; f != nil && t.staleLocked(f, now) {
 		out.Paused = true
 	}

@@ -408,3 +408,36 @@ func TestFeedOfAnotherCollectorIsNotApplied(t *testing.T) {
 		t.Fatalf("n1, heard only on another collector's feed: %+v", n)
 	}
 }
+
+// A STATUS_REPORTED event carries an unchanged report's heartbeat, which
+// etcd never sees: the tracker keeps the newest one, dated on arrival, and
+// ignores repeats (a snapshot's among them).
+func TestStatusReportedKeepsTheNewestHeartbeat(t *testing.T) {
+	feed, addr := startFeed(t)
+	clk := &clock{t: time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)}
+	src := &source{changed: make(chan struct{})}
+	tr := runTracker(t, src, clk.now)
+	src.set(map[string]*collectorv1.CollectorInfo{"c1": {Id: "c1", FeedAddress: addr}})
+	const reported = collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_STATUS_REPORTED
+	reporterClock := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	ev := func(at time.Time) *collectorv1.LivenessEvent {
+		return &collectorv1.LivenessEvent{NodeName: "n1", Kind: reported, StatusHeartbeatTime: nodemodel.Timestamp(at)}
+	}
+	hb := durationpb.New(time.Second)
+	feed.batches <- &collectorv1.WatchLivenessResponse{CollectorId: "c1", Snapshot: true, HeartbeatInterval: hb, Events: []*collectorv1.LivenessEvent{
+		{NodeName: "n1", Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_ATTACHED, RenewTime: nodemodel.Timestamp(reporterClock)}, ev(reporterClock)}}
+	poll(t, "snapshot", func() bool { return tr.Node("n1").StatusHeartbeat.Equal(reporterClock) })
+	first := clk.now()
+	clk.add(5 * time.Minute)
+	feed.batches <- &collectorv1.WatchLivenessResponse{CollectorId: "c1", HeartbeatInterval: hb, Events: []*collectorv1.LivenessEvent{ev(reporterClock)}}
+	feed.batches <- &collectorv1.WatchLivenessResponse{CollectorId: "c1", HeartbeatInterval: hb, Events: []*collectorv1.LivenessEvent{ev(reporterClock.Add(-time.Second))}}
+	poll(t, "batches consumed", func() bool { return len(feed.batches) == 0 })
+	if n := tr.Node("n1"); !n.StatusHeartbeat.Equal(reporterClock) || !n.StatusObservedAt.Equal(first) {
+		t.Fatalf("a repeated or older heartbeat moved the node: %+v", n)
+	}
+	feed.batches <- &collectorv1.WatchLivenessResponse{CollectorId: "c1", HeartbeatInterval: hb, Events: []*collectorv1.LivenessEvent{ev(reporterClock.Add(5 * time.Minute))}}
+	poll(t, "report", func() bool { return tr.Node("n1").StatusHeartbeat.Equal(reporterClock.Add(5 * time.Minute)) })
+	if n := tr.Node("n1"); !n.StatusObservedAt.Equal(clk.now()) || n.Collector != "c1" || n.Renewals != 0 {
+		t.Fatalf("report not dated on arrival, or counted as a renewal: %+v", n)
+	}
+}
