@@ -443,7 +443,12 @@ type Register struct {
 	ReporterVersion string `protobuf:"bytes,5,opt,name=reporter_version,json=reporterVersion,proto3" json:"reporter_version,omitempty"`
 	// ReporterId identifies the reporter process (random per start), so the
 	// collector can tell a restart from a reconnect.
-	ReporterId    string `protobuf:"bytes,6,opt,name=reporter_id,json=reporterId,proto3" json:"reporter_id,omitempty"`
+	ReporterId string `protobuf:"bytes,6,opt,name=reporter_id,json=reporterId,proto3" json:"reporter_id,omitempty"`
+	// PodSync: the reporter acts as the node's kubelet for the pods bound to
+	// it; the collector sends it PodSync messages (a full one after the
+	// Register ack, then changes). Reporters that do not set it (the fleet
+	// simulator, older reporters) are sent none.
+	PodSync       bool `protobuf:"varint,7,opt,name=pod_sync,json=podSync,proto3" json:"pod_sync,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -518,6 +523,13 @@ func (x *Register) GetReporterId() string {
 		return x.ReporterId
 	}
 	return ""
+}
+
+func (x *Register) GetPodSync() bool {
+	if x != nil {
+		return x.PodSync
+	}
+	return false
 }
 
 // LeaseRenewal renews the node's lease.
@@ -774,12 +786,11 @@ func (*ReportResponse_Command) isReportResponse_Message() {}
 func (*ReportResponse_PodSync) isReportResponse_Message() {}
 
 // PodSync tells a reporter which pods are bound to its node, the kubelet's
-// pod source (a watch of pods with spec.nodeName = the node). The first one
-// after the Register ack is full (every bound pod; sent only when the node
-// has pods, or had some on the stream); later ones carry changes, several
-// changes of one pod coalesced into its latest state. Sent only to nodes
-// that have pods: a node without any never receives one. A reporter that
-// does not know the message ignores it.
+// pod source (a watch of pods with spec.nodeName = the node). Sent only to
+// reporters whose Register set pod_sync. The first one after the Register
+// ack is full (every bound pod, possibly none); later ones carry changes,
+// several changes of one pod coalesced into its latest state, and are sent
+// only when a pod bound to the node changed.
 type PodSync struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Full: pods is the complete list; pods the reporter knows and this one
@@ -1469,7 +1480,7 @@ const file_nodepulse_collector_v1_collector_proto_rawDesc = "" +
 	"\x03uid\x18\x03 \x01(\tR\x03uid\x123\n" +
 	"\x06status\x18\x04 \x01(\v2\x1b.nodepulse.pod.v1.PodStatusR\x06status\"4\n" +
 	"\tMirrorPod\x12'\n" +
-	"\x03pod\x18\x01 \x01(\v2\x15.nodepulse.pod.v1.PodR\x03pod\"\xe6\x02\n" +
+	"\x03pod\x18\x01 \x01(\v2\x15.nodepulse.pod.v1.PodR\x03pod\"\x81\x03\n" +
 	"\bRegister\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12D\n" +
 	"\x06labels\x18\x02 \x03(\v2,.nodepulse.collector.v1.Register.LabelsEntryR\x06labels\x12J\n" +
@@ -1477,7 +1488,8 @@ const file_nodepulse_collector_v1_collector_proto_rawDesc = "" +
 	"\runschedulable\x18\x04 \x01(\bR\runschedulable\x12)\n" +
 	"\x10reporter_version\x18\x05 \x01(\tR\x0freporterVersion\x12\x1f\n" +
 	"\vreporter_id\x18\x06 \x01(\tR\n" +
-	"reporterId\x1a9\n" +
+	"reporterId\x12\x19\n" +
+	"\bpod_sync\x18\a \x01(\bR\apodSync\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x7f\n" +
