@@ -28,6 +28,7 @@ import (
 	"github.com/nodepulse/nodepulse/collector/internal/ingest"
 	"github.com/nodepulse/nodepulse/collector/internal/live"
 	"github.com/nodepulse/nodepulse/collector/internal/persist"
+	"github.com/nodepulse/nodepulse/collector/internal/podsync"
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	"github.com/nodepulse/nodepulse/services/admin"
 	"github.com/nodepulse/nodepulse/services/bootstrap"
@@ -191,6 +192,7 @@ type App struct {
 	table      *live.Table
 	persist    *persist.Persister
 	ingest     *ingest.Server
+	pods       *podsync.Hub
 	feed       *feed.Server
 	info       *collectorv1.CollectorInfo
 
@@ -227,6 +229,13 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	if a.ingest, err = ingest.New(ic, a.persist, a.table, lg, reg); err != nil {
 		return nil, a.closeOnErr(err)
 	}
+	// The reporters that act as their node's kubelet are served their pods
+	// by one list+watch per collector (docs/spec.md, "The reporter as the
+	// node's kubelet").
+	if a.pods, err = podsync.New(a.store, lg, reg); err != nil {
+		return nil, a.closeOnErr(err)
+	}
+	a.ingest.SetPods(a.pods)
 	fc := cfg.Feed
 	fc.CollectorID = cfg.ID
 	if a.feed, err = feed.New(fc, a.table, a.ingest, lg, reg); err != nil {
@@ -297,7 +306,7 @@ func (a *App) Run(ctx context.Context) error {
 	// drained need them. They stop only after the server has.
 	bg, stopBG := context.WithCancel(context.Background())
 	var bgWG sync.WaitGroup
-	loops := []func(context.Context) error{a.persist.Run, a.feed.Run, a.ingest.Run, a.readiness, a.register, a.peers}
+	loops := []func(context.Context) error{a.persist.Run, a.feed.Run, a.ingest.Run, a.pods.Run, a.readiness, a.register, a.peers}
 	if a.gc != nil {
 		loops = append(loops, a.gc.Run)
 	}

@@ -28,6 +28,7 @@ import (
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/reporter/internal/heartbeat"
+	"github.com/nodepulse/nodepulse/reporter/internal/podagent"
 	"github.com/nodepulse/nodepulse/reporter/probe"
 	"github.com/nodepulse/nodepulse/reporter/setters"
 	"github.com/nodepulse/nodepulse/services/bootstrap"
@@ -107,6 +108,13 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	if err := hbCfg.Validate(); err != nil {
 		return nil, err
 	}
+	static, err := podagent.LoadStatic(cfg.StaticPods)
+	if err != nil {
+		return nil, err
+	}
+	// The reporter is its node's kubelet for the pods bound to it
+	// (docs/spec.md, "The reporter as the node's kubelet").
+	hbCfg.Pods = podagent.New(podagent.Config{Node: cfg.NodeName, StaticPods: static, ReconcilePeriod: cfg.PodReconcilePeriod})
 
 	if cfg.Collector.TLS.Insecure {
 		lg.Warn("collector connection is PLAINTEXT (--collector.insecure): the node is not authenticated; development only")

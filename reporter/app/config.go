@@ -12,6 +12,7 @@ import (
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/reporter/internal/heartbeat"
+	"github.com/nodepulse/nodepulse/reporter/internal/podagent"
 	"github.com/nodepulse/nodepulse/reporter/setters"
 	"github.com/nodepulse/nodepulse/services/admin"
 	"github.com/nodepulse/nodepulse/services/flagenv"
@@ -65,6 +66,12 @@ type Config struct {
 	LeaseDurationSeconds int
 	// ShutdownTimeout bounds the stop (Leaving exchange, admin drain).
 	ShutdownTimeout time.Duration
+	// StaticPods is the directory of static pod manifests (the kubelet's
+	// staticPodPath); each gets a mirror pod in the API. Empty: none.
+	StaticPods string
+	// PodReconcilePeriod: a pod bound to the node is written at most once
+	// per period (the kubelet status manager's 10 s).
+	PodReconcilePeriod time.Duration
 
 	Collector grpcclient.Config
 	Admin     admin.Config
@@ -85,6 +92,7 @@ func DefaultConfig() Config {
 		StatusReportFrequency:            hb.StatusReportFrequency,
 		LeaseDurationSeconds:             int(hb.LeaseDurationSeconds),
 		ShutdownTimeout:                  10 * time.Second,
+		PodReconcilePeriod:               podagent.DefaultReconcilePeriod,
 		Collector: grpcclient.Config{
 			Addresses:        fmt.Sprintf("127.0.0.1:%d", 9090),
 			KeepaliveTime:    grpcclient.DefaultKeepaliveTime,
@@ -130,6 +138,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.StatusReportFrequency, "node-status-report-frequency", def.StatusReportFrequency, "how often an unchanged status is still sent (defaults to --node-status-update-frequency when only that is set)")
 	fs.IntVar(&c.LeaseDurationSeconds, "node-lease-duration-seconds", def.LeaseDurationSeconds, "lease duration; the lease is renewed every quarter of it")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long a stop may take (sending Leaving, closing the admin port)")
+	fs.StringVar(&c.StaticPods, "static-pods", def.StaticPods, "directory of static pod manifests (JSON or YAML Pods, the kubelet's staticPodPath); each gets a mirror pod <name>-<node> in the API")
+	fs.DurationVar(&c.PodReconcilePeriod, "pod-reconcile-period", def.PodReconcilePeriod, "write each pod bound to this node at most once per period (Ready=True after an outage, finished deletions, mirror pods)")
 	c.Collector.RegisterFlags(fs, "collector", def.Collector.Addresses, "collector addresses")
 	c.Admin.RegisterFlags(fs, def.Admin.ListenAddress)
 	c.Log.RegisterFlags(fs)

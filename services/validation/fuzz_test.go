@@ -13,6 +13,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
+	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 )
 
 // FuzzReportRequest decodes arbitrary bytes as a ReportRequest, the way the
@@ -45,6 +47,12 @@ func FuzzReportRequest(f *testing.F) {
 			l = StatusReport(m.Status, now, lim)
 		case *collectorv1.ReportRequest_Leaving:
 			l = Leaving(m.Leaving)
+		case *collectorv1.ReportRequest_PodStatus:
+			l = PodStatusUpdate(m.PodStatus, now, lim)
+		case *collectorv1.ReportRequest_PodDelete:
+			l = PodDelete(m.PodDelete, now, lim)
+		case *collectorv1.ReportRequest_MirrorPod:
+			l = MirrorPod(m.MirrorPod, now, lim)
 		default:
 			return
 		}
@@ -74,5 +82,9 @@ func seedRequests() []*collectorv1.ReportRequest {
 		{Seq: 4, Message: &collectorv1.ReportRequest_Status{Status: &collectorv1.StatusReport{Status: valid}}},
 		{Seq: 5, Message: &collectorv1.ReportRequest_Status{Status: &collectorv1.StatusReport{Status: bad}}},
 		{Seq: 6, Message: &collectorv1.ReportRequest_Leaving{Leaving: &collectorv1.Leaving{Reason: "shutdown"}}},
+		{Seq: 7, Message: &collectorv1.ReportRequest_PodStatus{PodStatus: &collectorv1.PodStatusUpdate{Namespace: "ns", Name: "p", Uid: "u",
+			Status: &podv1.PodStatus{Phase: "Running", Conditions: []*podv1.PodCondition{{Type: "Ready", Status: "True"}}}}}},
+		{Seq: 8, Message: &collectorv1.ReportRequest_PodDelete{PodDelete: &collectorv1.PodDelete{Namespace: "ns", Name: "p", Uid: "u", Status: &podv1.PodStatus{Phase: "Running"}}}},
+		{Seq: 9, Message: &collectorv1.ReportRequest_MirrorPod{MirrorPod: &collectorv1.MirrorPod{Pod: &podv1.Pod{Metadata: &nodev1.ObjectMeta{Namespace: "ns", Name: "p-n1"}}}}},
 	}
 }

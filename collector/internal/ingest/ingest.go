@@ -45,6 +45,7 @@ import (
 
 	"github.com/nodepulse/nodepulse/collector/internal/live"
 	"github.com/nodepulse/nodepulse/collector/internal/persist"
+	"github.com/nodepulse/nodepulse/collector/internal/podsync"
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/services/identity"
@@ -145,6 +146,7 @@ type Server struct {
 
 	refusals refusalLog
 	acks     *ackSenders
+	pods     atomic.Pointer[podsync.Hub] // nil: no pod sync (SetPods)
 }
 
 // New builds the server.
@@ -401,7 +403,8 @@ func (s *Server) registerTimeout(st *stream) {
 // at once, so a pending Recv returns.
 func (st *stream) endFromServer() {
 	switch cause := st.endCause(); {
-	case errors.Is(cause, errSuperseded), errors.Is(cause, errDrained), errors.Is(cause, errRegisterTimeout), errors.Is(cause, errAcksUnread):
+	case errors.Is(cause, errSuperseded), errors.Is(cause, errDrained), errors.Is(cause, errRegisterTimeout), errors.Is(cause, errAcksUnread),
+		errors.Is(cause, errNodeDeleted):
 	default:
 		return // the client or the connection ended it: Recv returns by itself
 	}
@@ -421,6 +424,8 @@ func (s *Server) streamEnd(st *stream, err error) error {
 		return status.Errorf(codes.DeadlineExceeded, "register: no Register within %s of opening the stream", s.cfg.RegisterTimeout)
 	case errors.Is(cause, errAcksUnread):
 		return status.Errorf(codes.ResourceExhausted, "node %q: an ack waited %s to be sent (the reporter does not read its stream): reconnect", st.name, ackStuckAfter)
+	case errors.Is(cause, errNodeDeleted):
+		return nodeDeletedStatus(st.name)
 	case errors.Is(cause, errHandlerReturned) || cause == nil:
 		return err
 	default: // the client cancelled or the connection broke
@@ -599,6 +604,7 @@ func (s *Server) attach(st *stream, rq *registration) error {
 		return err
 	}
 	s.m.messages.WithLabelValues("register", "ok").Inc()
+	s.subscribePods(st, rq.reg, res.Node.GetMetadata().GetUid())
 	// Checked first, fields only then (not a child logger per
 	// registration): a sampled-out line costs the sampler's counter only.
 	if ce := s.lg.Check(zap.InfoLevel, "node attached"); ce != nil {
@@ -781,6 +787,7 @@ func (s *Server) detach(st *stream, end error) {
 	if st.phaseConn != "" {
 		s.phases.release(st.phaseConn)
 	}
+	s.unsubscribePods(st)
 	s.mu.Lock()
 	if s.streams[st.name] == st {
 		delete(s.streams, st.name)

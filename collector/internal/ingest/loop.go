@@ -133,6 +133,9 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 		return c.refuseSeq(m)
 	}
 	c.lastSeq = seq
+	if isPodWrite(m) {
+		return c.podWrite(m, seq, now) // its own bucket: pods.go
+	}
 	if !c.lim.allow(now, s.cfg.MessagesPerSecond, s.cfg.MessageBurst) {
 		return c.rateLimited(m, now)
 	}
@@ -246,6 +249,12 @@ func kindOf(m *collectorv1.ReportRequest) string {
 		return "status"
 	case *collectorv1.ReportRequest_Leaving:
 		return "leaving"
+	case *collectorv1.ReportRequest_PodStatus:
+		return "pod_status"
+	case *collectorv1.ReportRequest_PodDelete:
+		return "pod_delete"
+	case *collectorv1.ReportRequest_MirrorPod:
+		return "mirror_pod"
 	}
 	return "unknown"
 }

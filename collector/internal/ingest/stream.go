@@ -78,6 +78,9 @@ type stream struct {
 	// under mu).
 	stored    statusDigest
 	hasStored bool
+
+	// pods is set when the reporter asked for its node's pods (pods.go).
+	pods atomic.Pointer[podState]
 }
 
 type statusJob struct {

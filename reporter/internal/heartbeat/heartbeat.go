@@ -38,6 +38,7 @@ import (
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/reporter/internal/podagent"
 	"github.com/nodepulse/nodepulse/reporter/stream"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
@@ -77,6 +78,10 @@ type Config struct {
 	LeaveTimeout time.Duration
 	// BackoffInitial and BackoffMax override the reconnect backoff (tests).
 	BackoffInitial, BackoffMax time.Duration
+	// Pods, when set, makes the reporter its node's kubelet for the pods
+	// bound to it: the Register asks for them (pod_sync), and the agent's
+	// writes are sent on the stream (pods.go).
+	Pods *podagent.Agent
 }
 
 // DefaultConfig has the kubelet defaults.
@@ -179,6 +184,13 @@ func (c *Client) Run(ctx context.Context) error {
 			c.lg.Info("reconnecting on collector request")
 			continue
 		}
+		if registered && nodeDeleted(err) {
+			// Upstream's kubelet cannot register again until it is
+			// restarted; the reporter does at once (pods.go).
+			c.lg.Warn("node object was deleted; registering again", zap.Error(err))
+			c.metrics.Reconnects.Inc()
+			continue
+		}
 		wait := backoff.Next(err)
 		c.lg.Warn("report stream ended, reconnecting", zap.Error(err), zap.Duration("backoff", wait))
 		c.metrics.Reconnects.Inc()
@@ -194,8 +206,9 @@ func (c *Client) Run(ctx context.Context) error {
 
 // pending is a request awaiting its ack.
 type pending struct {
-	kind   string // "lease", "status", "leaving"
+	kind   string // "lease", "status", "leaving", "pod"
 	sentAt time.Time
+	podKey string // the pod a "pod" write is for
 }
 
 // session is one stream's state. Only the session goroutine touches it; the
@@ -214,6 +227,7 @@ type session struct {
 	reportDue time.Time
 
 	leaseT, statusT *time.Timer
+	podT            *time.Timer // the pod agent's next wake (nil without one)
 	fastT           *time.Timer
 	reconnectT      *time.Timer
 }
@@ -250,6 +264,11 @@ func (c *Client) session(ctx context.Context) (registered bool, err error) {
 		}
 	}()
 	s := &session{c: c, stream: st, recv: recv, acks: map[uint64]pending{}}
+	if c.cfg.Pods != nil {
+		s.podT = time.NewTimer(time.Hour)
+		s.podT.Stop()
+		defer s.podT.Stop()
+	}
 	ack, err := s.register(ctx, recv)
 	if err != nil {
 		return false, err
@@ -266,6 +285,10 @@ func (c *Client) session(ctx context.Context) (registered bool, err error) {
 	var badPhase bool
 	if s.sess, badPhase = stream.Open(ack); badPhase {
 		c.lg.Warn("collector sent a renewal phase outside [0, 1); renewing on jittered intervals", zap.Float64("renew_phase", ack.GetRenewPhase()))
+	}
+	if c.cfg.Pods != nil {
+		// The pods are unknown until the collector's first PodSync.
+		c.cfg.Pods.Reset(ack.GetNode().GetMetadata().GetUid())
 	}
 	return true, s.loop(ctx, recv)
 }
@@ -312,7 +335,9 @@ func (s *session) endedWith(sendErr error) error {
 func (s *session) register(ctx context.Context, recv <-chan recvResult) (*collectorv1.Ack, error) {
 	c := s.c
 	s.acks[1] = pending{kind: "register", sentAt: time.Now()}
-	if err := s.write("register", stream.RegisterRequest(proto.CloneOf(c.cfg.Register))); err != nil {
+	reg := proto.CloneOf(c.cfg.Register)
+	reg.PodSync = c.cfg.Pods != nil
+	if err := s.write("register", stream.RegisterRequest(reg)); err != nil {
 		return nil, err
 	}
 	t := time.NewTimer(c.cfg.RegisterTimeout)
@@ -361,6 +386,10 @@ func (s *session) loop(ctx context.Context, recv <-chan recvResult) error {
 		fastC = s.fastT.C
 	}
 	var reconnectC <-chan time.Time
+	var podC <-chan time.Time
+	if s.podT != nil {
+		podC = s.podT.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -389,6 +418,10 @@ func (s *session) loop(ctx context.Context, recv <-chan recvResult) error {
 		case <-reconnectC:
 			_ = s.stream.CloseSend()
 			return errReconnect
+		case <-podC:
+			if err := s.decidePods(); err != nil {
+				return err
+			}
 		case r := <-recv:
 			if r.err != nil {
 				return fmt.Errorf("receive: %w", r.err)
@@ -504,6 +537,9 @@ func (s *session) handle(resp *collectorv1.ReportResponse) (<-chan time.Time, er
 			c.lg.Warn("collector refused a report", zap.String("kind", p.kind), zap.Uint64("seq", ack.GetSeq()),
 				zap.Stringer("code", codes.Code(e.GetCode())), zap.String("field", e.GetField()), zap.String("message", e.GetMessage()))
 		}
+		if p.kind == "pod" {
+			return nil, s.podAcked(p, ack)
+		}
 		if d, ok := stream.RetryAfter(ack); ok {
 			c.lg.Info("collector asked to retry later", zap.String("kind", p.kind), zap.Duration("retry_after", d))
 			switch p.kind {
@@ -515,6 +551,8 @@ func (s *session) handle(resp *collectorv1.ReportResponse) (<-chan time.Time, er
 				resetTimer(s.statusT, d)
 			}
 		}
+	case *collectorv1.ReportResponse_PodSync:
+		return nil, s.podSync(m.PodSync)
 	case *collectorv1.ReportResponse_Command:
 		cmd := stream.ReadCommand(m.Command)
 		switch cmd.Kind {

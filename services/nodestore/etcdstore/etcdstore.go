@@ -349,11 +349,25 @@ func (s *Store) Apply(ctx context.Context, fence *nodestore.Fence, ops ...nodest
 
 // Watch implements nodestore.Watcher.
 func (s *Store) Watch(ctx context.Context, afterRev int64) <-chan nodestore.WatchBatch {
+	return s.watch(ctx, s.prefix, afterRev)
+}
+
+// WatchKind implements nodestore.KindWatcher: one etcd watch of the kind's
+// prefix, with puts filtered by etcd itself when only deletions are wanted.
+func (s *Store) WatchKind(ctx context.Context, k nodestore.Kind, afterRev int64, o nodestore.KindWatchOptions) <-chan nodestore.WatchBatch {
+	var extra []clientv3.OpOption
+	if o.DeletesOnly {
+		extra = append(extra, clientv3.WithFilterPut())
+	}
+	return s.watch(ctx, s.prefix+string(k)+"/", afterRev, extra...)
+}
+
+func (s *Store) watch(ctx context.Context, prefix string, afterRev int64, extra ...clientv3.OpOption) <-chan nodestore.WatchBatch {
 	out := make(chan nodestore.WatchBatch, 64)
 	go func() {
 		defer close(out)
 		wctx := clientv3.WithRequireLeader(ctx)
-		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithProgressNotify()}
+		opts := append([]clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithProgressNotify()}, extra...)
 		if afterRev > 0 {
 			opts = append(opts, clientv3.WithRev(afterRev+1))
 		}
@@ -365,7 +379,7 @@ func (s *Store) Watch(ctx context.Context, afterRev int64) <-chan nodestore.Watc
 				return false
 			}
 		}
-		for resp := range s.cli.Watch(wctx, s.prefix, opts...) {
+		for resp := range s.cli.Watch(wctx, prefix, opts...) {
 			if resp.CompactRevision != 0 {
 				send(nodestore.WatchBatch{Err: fmt.Errorf("watch after %d: %w (compacted at %d)", afterRev, nodestore.ErrCompacted, resp.CompactRevision)})
 				return

@@ -73,6 +73,7 @@ var cases = []testCase{
 	{"WatchFromRevision", testWatchFromRevision},
 	{"WatchCancel", testWatchCancel},
 	{"WatchCompacted", testWatchCompacted},
+	{"WatchKind", testWatchKind},
 	{"RequestProgress", testRequestProgress},
 	{"SessionClose", testSessionClose},
 	{"SessionExpiry", testSessionExpiry},

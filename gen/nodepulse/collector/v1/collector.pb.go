@@ -7,7 +7,8 @@
 package collectorv1
 
 import (
-	v1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	v11 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	v1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -48,6 +49,9 @@ type ReportRequest struct {
 	//	*ReportRequest_Lease
 	//	*ReportRequest_Status
 	//	*ReportRequest_Leaving
+	//	*ReportRequest_PodStatus
+	//	*ReportRequest_PodDelete
+	//	*ReportRequest_MirrorPod
 	Message       isReportRequest_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -133,6 +137,33 @@ func (x *ReportRequest) GetLeaving() *Leaving {
 	return nil
 }
 
+func (x *ReportRequest) GetPodStatus() *PodStatusUpdate {
+	if x != nil {
+		if x, ok := x.Message.(*ReportRequest_PodStatus); ok {
+			return x.PodStatus
+		}
+	}
+	return nil
+}
+
+func (x *ReportRequest) GetPodDelete() *PodDelete {
+	if x != nil {
+		if x, ok := x.Message.(*ReportRequest_PodDelete); ok {
+			return x.PodDelete
+		}
+	}
+	return nil
+}
+
+func (x *ReportRequest) GetMirrorPod() *MirrorPod {
+	if x != nil {
+		if x, ok := x.Message.(*ReportRequest_MirrorPod); ok {
+			return x.MirrorPod
+		}
+	}
+	return nil
+}
+
 type isReportRequest_Message interface {
 	isReportRequest_Message()
 }
@@ -157,6 +188,22 @@ type ReportRequest_Leaving struct {
 	Leaving *Leaving `protobuf:"bytes,5,opt,name=leaving,proto3,oneof"`
 }
 
+type ReportRequest_PodStatus struct {
+	// PodStatus writes the status of a pod bound to this node (the
+	// kubelet's status manager: Ready=True again after an outage).
+	PodStatus *PodStatusUpdate `protobuf:"bytes,6,opt,name=pod_status,json=podStatus,proto3,oneof"`
+}
+
+type ReportRequest_PodDelete struct {
+	// PodDelete finishes the deletion of a pod bound to this node.
+	PodDelete *PodDelete `protobuf:"bytes,7,opt,name=pod_delete,json=podDelete,proto3,oneof"`
+}
+
+type ReportRequest_MirrorPod struct {
+	// MirrorPod creates (or replaces) the mirror pod of a static pod.
+	MirrorPod *MirrorPod `protobuf:"bytes,8,opt,name=mirror_pod,json=mirrorPod,proto3,oneof"`
+}
+
 func (*ReportRequest_Register) isReportRequest_Message() {}
 
 func (*ReportRequest_Lease) isReportRequest_Message() {}
@@ -164,6 +211,221 @@ func (*ReportRequest_Lease) isReportRequest_Message() {}
 func (*ReportRequest_Status) isReportRequest_Message() {}
 
 func (*ReportRequest_Leaving) isReportRequest_Message() {}
+
+func (*ReportRequest_PodStatus) isReportRequest_Message() {}
+
+func (*ReportRequest_PodDelete) isReportRequest_Message() {}
+
+func (*ReportRequest_MirrorPod) isReportRequest_Message() {}
+
+// PodStatusUpdate replaces the status of one pod bound to the stream's node.
+// The collector refuses it (Ack.error) unless spec.nodeName of the stored
+// pod is the stream's node (PermissionDenied) and its uid is uid (Aborted:
+// the pod was replaced); it is written conditionally on the revision read,
+// as a kubelet's status write with a UID precondition.
+type PodStatusUpdate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Namespace of the pod.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Name of the pod.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Uid of the pod the reporter decided for.
+	Uid string `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	// Status to store (the whole status: phase, conditions, reason, message).
+	Status        *v1.PodStatus `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodStatusUpdate) Reset() {
+	*x = PodStatusUpdate{}
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodStatusUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodStatusUpdate) ProtoMessage() {}
+
+func (x *PodStatusUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodStatusUpdate.ProtoReflect.Descriptor instead.
+func (*PodStatusUpdate) Descriptor() ([]byte, []int) {
+	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PodStatusUpdate) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *PodStatusUpdate) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PodStatusUpdate) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *PodStatusUpdate) GetStatus() *v1.PodStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// PodDelete finishes a deletion, as the kubelet does once a terminating pod
+// has stopped (docs/spec.md, "The reporter as the node's kubelet"): it
+// writes status (a terminal phase) when set, then deletes the pod with
+// grace 0 and a UID precondition. Only a pod bound
+// to the stream's node that is terminating (deletion_timestamp set) or is a
+// mirror pod of that node may be deleted this way.
+type PodDelete struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Namespace of the pod.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Name of the pod.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Uid of the pod the reporter decided for.
+	Uid string `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	// Status, when set, is written before the delete: it must be terminal
+	// (phase Failed or Succeeded).
+	Status        *v1.PodStatus `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodDelete) Reset() {
+	*x = PodDelete{}
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodDelete) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodDelete) ProtoMessage() {}
+
+func (x *PodDelete) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodDelete.ProtoReflect.Descriptor instead.
+func (*PodDelete) Descriptor() ([]byte, []int) {
+	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PodDelete) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *PodDelete) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PodDelete) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *PodDelete) GetStatus() *v1.PodStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+// MirrorPod asks for the mirror pod of a static pod of this node: created
+// when missing; replaced (deleted with grace 0 and its uid as precondition,
+// then created with a new uid) when the stored one is terminating or
+// carries another kubernetes.io/config.mirror hash. The pod must be named
+// "<static pod name>-<node>", be bound to the stream's node, carry the
+// annotation kubernetes.io/config.mirror and the controller
+// ownerReference to the node (kind Node, the node's uid).
+type MirrorPod struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Pod as the reporter derived it from its manifest; uid, creation time
+	// and resource version are the collector's to set.
+	Pod           *v1.Pod `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MirrorPod) Reset() {
+	*x = MirrorPod{}
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MirrorPod) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MirrorPod) ProtoMessage() {}
+
+func (x *MirrorPod) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MirrorPod.ProtoReflect.Descriptor instead.
+func (*MirrorPod) Descriptor() ([]byte, []int) {
+	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *MirrorPod) GetPod() *v1.Pod {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
 
 // Register identifies the node and what it registers with.
 type Register struct {
@@ -174,21 +436,26 @@ type Register struct {
 	// Used only when the node is created; later changes go through operators.
 	Labels map[string]string `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// RegisterWithTaints are taints to set at creation.
-	RegisterWithTaints []*v1.Taint `protobuf:"bytes,3,rep,name=register_with_taints,json=registerWithTaints,proto3" json:"register_with_taints,omitempty"`
+	RegisterWithTaints []*v11.Taint `protobuf:"bytes,3,rep,name=register_with_taints,json=registerWithTaints,proto3" json:"register_with_taints,omitempty"`
 	// Unschedulable registers the node cordoned.
 	Unschedulable bool `protobuf:"varint,4,opt,name=unschedulable,proto3" json:"unschedulable,omitempty"`
 	// ReporterVersion of the reporter binary.
 	ReporterVersion string `protobuf:"bytes,5,opt,name=reporter_version,json=reporterVersion,proto3" json:"reporter_version,omitempty"`
 	// ReporterId identifies the reporter process (random per start), so the
 	// collector can tell a restart from a reconnect.
-	ReporterId    string `protobuf:"bytes,6,opt,name=reporter_id,json=reporterId,proto3" json:"reporter_id,omitempty"`
+	ReporterId string `protobuf:"bytes,6,opt,name=reporter_id,json=reporterId,proto3" json:"reporter_id,omitempty"`
+	// PodSync: the reporter acts as the node's kubelet for the pods bound to
+	// it; the collector sends it PodSync messages (a full one after the
+	// Register ack, then changes). Reporters that do not set it (the fleet
+	// simulator, older reporters) are sent none.
+	PodSync       bool `protobuf:"varint,7,opt,name=pod_sync,json=podSync,proto3" json:"pod_sync,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Register) Reset() {
 	*x = Register{}
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[1]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -200,7 +467,7 @@ func (x *Register) String() string {
 func (*Register) ProtoMessage() {}
 
 func (x *Register) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[1]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -213,7 +480,7 @@ func (x *Register) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Register.ProtoReflect.Descriptor instead.
 func (*Register) Descriptor() ([]byte, []int) {
-	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{1}
+	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Register) GetNodeName() string {
@@ -230,7 +497,7 @@ func (x *Register) GetLabels() map[string]string {
 	return nil
 }
 
-func (x *Register) GetRegisterWithTaints() []*v1.Taint {
+func (x *Register) GetRegisterWithTaints() []*v11.Taint {
 	if x != nil {
 		return x.RegisterWithTaints
 	}
@@ -258,6 +525,13 @@ func (x *Register) GetReporterId() string {
 	return ""
 }
 
+func (x *Register) GetPodSync() bool {
+	if x != nil {
+		return x.PodSync
+	}
+	return false
+}
+
 // LeaseRenewal renews the node's lease.
 type LeaseRenewal struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -272,7 +546,7 @@ type LeaseRenewal struct {
 
 func (x *LeaseRenewal) Reset() {
 	*x = LeaseRenewal{}
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[2]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -284,7 +558,7 @@ func (x *LeaseRenewal) String() string {
 func (*LeaseRenewal) ProtoMessage() {}
 
 func (x *LeaseRenewal) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[2]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -297,7 +571,7 @@ func (x *LeaseRenewal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRenewal.ProtoReflect.Descriptor instead.
 func (*LeaseRenewal) Descriptor() ([]byte, []int) {
-	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{2}
+	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LeaseRenewal) GetRenewTime() *timestamppb.Timestamp {
@@ -318,14 +592,14 @@ func (x *LeaseRenewal) GetLeaseDurationSeconds() int32 {
 type StatusReport struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Status as computed by the reporter's setters.
-	Status        *v1.NodeStatus `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	Status        *v11.NodeStatus `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusReport) Reset() {
 	*x = StatusReport{}
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[3]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -337,7 +611,7 @@ func (x *StatusReport) String() string {
 func (*StatusReport) ProtoMessage() {}
 
 func (x *StatusReport) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[3]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -350,10 +624,10 @@ func (x *StatusReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReport.ProtoReflect.Descriptor instead.
 func (*StatusReport) Descriptor() ([]byte, []int) {
-	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{3}
+	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *StatusReport) GetStatus() *v1.NodeStatus {
+func (x *StatusReport) GetStatus() *v11.NodeStatus {
 	if x != nil {
 		return x.Status
 	}
@@ -371,7 +645,7 @@ type Leaving struct {
 
 func (x *Leaving) Reset() {
 	*x = Leaving{}
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[4]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -383,7 +657,7 @@ func (x *Leaving) String() string {
 func (*Leaving) ProtoMessage() {}
 
 func (x *Leaving) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[4]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -396,7 +670,7 @@ func (x *Leaving) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Leaving.ProtoReflect.Descriptor instead.
 func (*Leaving) Descriptor() ([]byte, []int) {
-	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{4}
+	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Leaving) GetReason() string {
@@ -415,6 +689,7 @@ type ReportResponse struct {
 	//
 	//	*ReportResponse_Ack
 	//	*ReportResponse_Command
+	//	*ReportResponse_PodSync
 	Message       isReportResponse_Message `protobuf_oneof:"message"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -422,7 +697,7 @@ type ReportResponse struct {
 
 func (x *ReportResponse) Reset() {
 	*x = ReportResponse{}
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[5]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -434,7 +709,7 @@ func (x *ReportResponse) String() string {
 func (*ReportResponse) ProtoMessage() {}
 
 func (x *ReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[5]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -447,7 +722,7 @@ func (x *ReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportResponse.ProtoReflect.Descriptor instead.
 func (*ReportResponse) Descriptor() ([]byte, []int) {
-	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{5}
+	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReportResponse) GetMessage() isReportResponse_Message {
@@ -475,6 +750,15 @@ func (x *ReportResponse) GetCommand() *Command {
 	return nil
 }
 
+func (x *ReportResponse) GetPodSync() *PodSync {
+	if x != nil {
+		if x, ok := x.Message.(*ReportResponse_PodSync); ok {
+			return x.PodSync
+		}
+	}
+	return nil
+}
+
 type isReportResponse_Message interface {
 	isReportResponse_Message()
 }
@@ -489,9 +773,152 @@ type ReportResponse_Command struct {
 	Command *Command `protobuf:"bytes,2,opt,name=command,proto3,oneof"`
 }
 
+type ReportResponse_PodSync struct {
+	// PodSync carries the pods bound to the node: all of them after the
+	// Register ack, then every change.
+	PodSync *PodSync `protobuf:"bytes,3,opt,name=pod_sync,json=podSync,proto3,oneof"`
+}
+
 func (*ReportResponse_Ack) isReportResponse_Message() {}
 
 func (*ReportResponse_Command) isReportResponse_Message() {}
+
+func (*ReportResponse_PodSync) isReportResponse_Message() {}
+
+// PodSync tells a reporter which pods are bound to its node, the kubelet's
+// pod source (a watch of pods with spec.nodeName = the node). Sent only to
+// reporters whose Register set pod_sync. The first one after the Register
+// ack is full (every bound pod, possibly none); later ones carry changes,
+// several changes of one pod coalesced into its latest state, and are sent
+// only when a pod bound to the node changed.
+type PodSync struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Full: pods is the complete list; pods the reporter knows and this one
+	// does not list are gone.
+	Full bool `protobuf:"varint,1,opt,name=full,proto3" json:"full,omitempty"`
+	// Pods as stored, with metadata.resource_version set.
+	Pods []*v1.Pod `protobuf:"bytes,2,rep,name=pods,proto3" json:"pods,omitempty"`
+	// Deleted pods (changes only): removed from the store, or no longer
+	// bound to this node.
+	Deleted       []*PodRef `protobuf:"bytes,3,rep,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodSync) Reset() {
+	*x = PodSync{}
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodSync) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodSync) ProtoMessage() {}
+
+func (x *PodSync) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodSync.ProtoReflect.Descriptor instead.
+func (*PodSync) Descriptor() ([]byte, []int) {
+	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PodSync) GetFull() bool {
+	if x != nil {
+		return x.Full
+	}
+	return false
+}
+
+func (x *PodSync) GetPods() []*v1.Pod {
+	if x != nil {
+		return x.Pods
+	}
+	return nil
+}
+
+func (x *PodSync) GetDeleted() []*PodRef {
+	if x != nil {
+		return x.Deleted
+	}
+	return nil
+}
+
+// PodRef names one pod.
+type PodRef struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Namespace of the pod.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Name of the pod.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Uid of the pod.
+	Uid           string `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodRef) Reset() {
+	*x = PodRef{}
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodRef) ProtoMessage() {}
+
+func (x *PodRef) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodRef.ProtoReflect.Descriptor instead.
+func (*PodRef) Descriptor() ([]byte, []int) {
+	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PodRef) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *PodRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PodRef) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
 
 // Ack answers one request. What it promises depends on the request:
 //   - Register: the node exists in etcd (created if needed); node carries
@@ -517,7 +944,7 @@ type Ack struct {
 	Durable bool `protobuf:"varint,4,opt,name=durable,proto3" json:"durable,omitempty"`
 	// Node as the control plane has it (Register acks only): uid, spec and
 	// the served conditions, so the reporter computes transitions against them.
-	Node *v1.Node `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
+	Node *v11.Node `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
 	// CollectorId of the collector that answered.
 	CollectorId string `protobuf:"bytes,6,opt,name=collector_id,json=collectorId,proto3" json:"collector_id,omitempty"`
 	// RenewPhase (Register acks only, when set): renew the lease at the
@@ -541,7 +968,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[6]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -553,7 +980,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[6]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -566,7 +993,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{6}
+	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Ack) GetSeq() uint64 {
@@ -597,7 +1024,7 @@ func (x *Ack) GetDurable() bool {
 	return false
 }
 
-func (x *Ack) GetNode() *v1.Node {
+func (x *Ack) GetNode() *v11.Node {
 	if x != nil {
 		return x.Node
 	}
@@ -641,7 +1068,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[7]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +1080,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[7]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +1093,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{7}
+	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Error) GetCode() uint32 {
@@ -708,7 +1135,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[8]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +1147,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[8]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +1160,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{8}
+	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Command) GetCommand() isCommand_Command {
@@ -822,7 +1249,7 @@ type ReportStatus struct {
 
 func (x *ReportStatus) Reset() {
 	*x = ReportStatus{}
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[9]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +1261,7 @@ func (x *ReportStatus) String() string {
 func (*ReportStatus) ProtoMessage() {}
 
 func (x *ReportStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[9]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +1274,7 @@ func (x *ReportStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStatus.ProtoReflect.Descriptor instead.
 func (*ReportStatus) Descriptor() ([]byte, []int) {
-	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{9}
+	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReportStatus) GetReason() string {
@@ -871,7 +1298,7 @@ type SlowDown struct {
 
 func (x *SlowDown) Reset() {
 	*x = SlowDown{}
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[10]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +1310,7 @@ func (x *SlowDown) String() string {
 func (*SlowDown) ProtoMessage() {}
 
 func (x *SlowDown) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[10]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +1323,7 @@ func (x *SlowDown) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlowDown.ProtoReflect.Descriptor instead.
 func (*SlowDown) Descriptor() ([]byte, []int) {
-	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{10}
+	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SlowDown) GetMinLeaseInterval() *durationpb.Duration {
@@ -933,7 +1360,7 @@ type RegisterQueued struct {
 
 func (x *RegisterQueued) Reset() {
 	*x = RegisterQueued{}
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[11]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1372,7 @@ func (x *RegisterQueued) String() string {
 func (*RegisterQueued) ProtoMessage() {}
 
 func (x *RegisterQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[11]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1385,7 @@ func (x *RegisterQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterQueued.ProtoReflect.Descriptor instead.
 func (*RegisterQueued) Descriptor() ([]byte, []int) {
-	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{11}
+	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RegisterQueued) GetWithin() *durationpb.Duration {
@@ -982,7 +1409,7 @@ type Reconnect struct {
 
 func (x *Reconnect) Reset() {
 	*x = Reconnect{}
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[12]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1421,7 @@ func (x *Reconnect) String() string {
 func (*Reconnect) ProtoMessage() {}
 
 func (x *Reconnect) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[12]
+	mi := &file_nodepulse_collector_v1_collector_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1434,7 @@ func (x *Reconnect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reconnect.ProtoReflect.Descriptor instead.
 func (*Reconnect) Descriptor() ([]byte, []int) {
-	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{12}
+	return file_nodepulse_collector_v1_collector_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Reconnect) GetReason() string {
@@ -1028,14 +1455,32 @@ var File_nodepulse_collector_v1_collector_proto protoreflect.FileDescriptor
 
 const file_nodepulse_collector_v1_collector_proto_rawDesc = "" +
 	"\n" +
-	"&nodepulse/collector/v1/collector.proto\x12\x16nodepulse.collector.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cnodepulse/node/v1/node.proto\x1a\x1dnodepulse/node/v1/taint.proto\"\xa7\x02\n" +
+	"&nodepulse/collector/v1/collector.proto\x12\x16nodepulse.collector.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cnodepulse/node/v1/node.proto\x1a\x1dnodepulse/node/v1/taint.proto\x1a\x1anodepulse/pod/v1/pod.proto\"\xf9\x03\n" +
 	"\rReportRequest\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12>\n" +
 	"\bregister\x18\x02 \x01(\v2 .nodepulse.collector.v1.RegisterH\x00R\bregister\x12<\n" +
 	"\x05lease\x18\x03 \x01(\v2$.nodepulse.collector.v1.LeaseRenewalH\x00R\x05lease\x12>\n" +
 	"\x06status\x18\x04 \x01(\v2$.nodepulse.collector.v1.StatusReportH\x00R\x06status\x12;\n" +
-	"\aleaving\x18\x05 \x01(\v2\x1f.nodepulse.collector.v1.LeavingH\x00R\aleavingB\t\n" +
-	"\amessage\"\xe6\x02\n" +
+	"\aleaving\x18\x05 \x01(\v2\x1f.nodepulse.collector.v1.LeavingH\x00R\aleaving\x12H\n" +
+	"\n" +
+	"pod_status\x18\x06 \x01(\v2'.nodepulse.collector.v1.PodStatusUpdateH\x00R\tpodStatus\x12B\n" +
+	"\n" +
+	"pod_delete\x18\a \x01(\v2!.nodepulse.collector.v1.PodDeleteH\x00R\tpodDelete\x12B\n" +
+	"\n" +
+	"mirror_pod\x18\b \x01(\v2!.nodepulse.collector.v1.MirrorPodH\x00R\tmirrorPodB\t\n" +
+	"\amessage\"\x8a\x01\n" +
+	"\x0fPodStatusUpdate\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x03 \x01(\tR\x03uid\x123\n" +
+	"\x06status\x18\x04 \x01(\v2\x1b.nodepulse.pod.v1.PodStatusR\x06status\"\x84\x01\n" +
+	"\tPodDelete\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x03 \x01(\tR\x03uid\x123\n" +
+	"\x06status\x18\x04 \x01(\v2\x1b.nodepulse.pod.v1.PodStatusR\x06status\"4\n" +
+	"\tMirrorPod\x12'\n" +
+	"\x03pod\x18\x01 \x01(\v2\x15.nodepulse.pod.v1.PodR\x03pod\"\x81\x03\n" +
 	"\bRegister\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12D\n" +
 	"\x06labels\x18\x02 \x03(\v2,.nodepulse.collector.v1.Register.LabelsEntryR\x06labels\x12J\n" +
@@ -1043,7 +1488,8 @@ const file_nodepulse_collector_v1_collector_proto_rawDesc = "" +
 	"\runschedulable\x18\x04 \x01(\bR\runschedulable\x12)\n" +
 	"\x10reporter_version\x18\x05 \x01(\tR\x0freporterVersion\x12\x1f\n" +
 	"\vreporter_id\x18\x06 \x01(\tR\n" +
-	"reporterId\x1a9\n" +
+	"reporterId\x12\x19\n" +
+	"\bpod_sync\x18\a \x01(\bR\apodSync\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x7f\n" +
@@ -1054,11 +1500,20 @@ const file_nodepulse_collector_v1_collector_proto_rawDesc = "" +
 	"\fStatusReport\x125\n" +
 	"\x06status\x18\x01 \x01(\v2\x1d.nodepulse.node.v1.NodeStatusR\x06status\"!\n" +
 	"\aLeaving\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x89\x01\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xc7\x01\n" +
 	"\x0eReportResponse\x12/\n" +
 	"\x03ack\x18\x01 \x01(\v2\x1b.nodepulse.collector.v1.AckH\x00R\x03ack\x12;\n" +
-	"\acommand\x18\x02 \x01(\v2\x1f.nodepulse.collector.v1.CommandH\x00R\acommandB\t\n" +
-	"\amessage\"\xcf\x02\n" +
+	"\acommand\x18\x02 \x01(\v2\x1f.nodepulse.collector.v1.CommandH\x00R\acommand\x12<\n" +
+	"\bpod_sync\x18\x03 \x01(\v2\x1f.nodepulse.collector.v1.PodSyncH\x00R\apodSyncB\t\n" +
+	"\amessage\"\x82\x01\n" +
+	"\aPodSync\x12\x12\n" +
+	"\x04full\x18\x01 \x01(\bR\x04full\x12)\n" +
+	"\x04pods\x18\x02 \x03(\v2\x15.nodepulse.pod.v1.PodR\x04pods\x128\n" +
+	"\adeleted\x18\x03 \x03(\v2\x1e.nodepulse.collector.v1.PodRefR\adeleted\"L\n" +
+	"\x06PodRef\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x03 \x01(\tR\x03uid\"\xcf\x02\n" +
 	"\x03Ack\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x123\n" +
 	"\x05error\x18\x02 \x01(\v2\x1d.nodepulse.collector.v1.ErrorR\x05error\x12:\n" +
@@ -1107,57 +1562,73 @@ func file_nodepulse_collector_v1_collector_proto_rawDescGZIP() []byte {
 	return file_nodepulse_collector_v1_collector_proto_rawDescData
 }
 
-var file_nodepulse_collector_v1_collector_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_nodepulse_collector_v1_collector_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_nodepulse_collector_v1_collector_proto_goTypes = []any{
 	(*ReportRequest)(nil),         // 0: nodepulse.collector.v1.ReportRequest
-	(*Register)(nil),              // 1: nodepulse.collector.v1.Register
-	(*LeaseRenewal)(nil),          // 2: nodepulse.collector.v1.LeaseRenewal
-	(*StatusReport)(nil),          // 3: nodepulse.collector.v1.StatusReport
-	(*Leaving)(nil),               // 4: nodepulse.collector.v1.Leaving
-	(*ReportResponse)(nil),        // 5: nodepulse.collector.v1.ReportResponse
-	(*Ack)(nil),                   // 6: nodepulse.collector.v1.Ack
-	(*Error)(nil),                 // 7: nodepulse.collector.v1.Error
-	(*Command)(nil),               // 8: nodepulse.collector.v1.Command
-	(*ReportStatus)(nil),          // 9: nodepulse.collector.v1.ReportStatus
-	(*SlowDown)(nil),              // 10: nodepulse.collector.v1.SlowDown
-	(*RegisterQueued)(nil),        // 11: nodepulse.collector.v1.RegisterQueued
-	(*Reconnect)(nil),             // 12: nodepulse.collector.v1.Reconnect
-	nil,                           // 13: nodepulse.collector.v1.Register.LabelsEntry
-	(*v1.Taint)(nil),              // 14: nodepulse.node.v1.Taint
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
-	(*v1.NodeStatus)(nil),         // 16: nodepulse.node.v1.NodeStatus
-	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
-	(*v1.Node)(nil),               // 18: nodepulse.node.v1.Node
+	(*PodStatusUpdate)(nil),       // 1: nodepulse.collector.v1.PodStatusUpdate
+	(*PodDelete)(nil),             // 2: nodepulse.collector.v1.PodDelete
+	(*MirrorPod)(nil),             // 3: nodepulse.collector.v1.MirrorPod
+	(*Register)(nil),              // 4: nodepulse.collector.v1.Register
+	(*LeaseRenewal)(nil),          // 5: nodepulse.collector.v1.LeaseRenewal
+	(*StatusReport)(nil),          // 6: nodepulse.collector.v1.StatusReport
+	(*Leaving)(nil),               // 7: nodepulse.collector.v1.Leaving
+	(*ReportResponse)(nil),        // 8: nodepulse.collector.v1.ReportResponse
+	(*PodSync)(nil),               // 9: nodepulse.collector.v1.PodSync
+	(*PodRef)(nil),                // 10: nodepulse.collector.v1.PodRef
+	(*Ack)(nil),                   // 11: nodepulse.collector.v1.Ack
+	(*Error)(nil),                 // 12: nodepulse.collector.v1.Error
+	(*Command)(nil),               // 13: nodepulse.collector.v1.Command
+	(*ReportStatus)(nil),          // 14: nodepulse.collector.v1.ReportStatus
+	(*SlowDown)(nil),              // 15: nodepulse.collector.v1.SlowDown
+	(*RegisterQueued)(nil),        // 16: nodepulse.collector.v1.RegisterQueued
+	(*Reconnect)(nil),             // 17: nodepulse.collector.v1.Reconnect
+	nil,                           // 18: nodepulse.collector.v1.Register.LabelsEntry
+	(*v1.PodStatus)(nil),          // 19: nodepulse.pod.v1.PodStatus
+	(*v1.Pod)(nil),                // 20: nodepulse.pod.v1.Pod
+	(*v11.Taint)(nil),             // 21: nodepulse.node.v1.Taint
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*v11.NodeStatus)(nil),        // 23: nodepulse.node.v1.NodeStatus
+	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
+	(*v11.Node)(nil),              // 25: nodepulse.node.v1.Node
 }
 var file_nodepulse_collector_v1_collector_proto_depIdxs = []int32{
-	1,  // 0: nodepulse.collector.v1.ReportRequest.register:type_name -> nodepulse.collector.v1.Register
-	2,  // 1: nodepulse.collector.v1.ReportRequest.lease:type_name -> nodepulse.collector.v1.LeaseRenewal
-	3,  // 2: nodepulse.collector.v1.ReportRequest.status:type_name -> nodepulse.collector.v1.StatusReport
-	4,  // 3: nodepulse.collector.v1.ReportRequest.leaving:type_name -> nodepulse.collector.v1.Leaving
-	13, // 4: nodepulse.collector.v1.Register.labels:type_name -> nodepulse.collector.v1.Register.LabelsEntry
-	14, // 5: nodepulse.collector.v1.Register.register_with_taints:type_name -> nodepulse.node.v1.Taint
-	15, // 6: nodepulse.collector.v1.LeaseRenewal.renew_time:type_name -> google.protobuf.Timestamp
-	16, // 7: nodepulse.collector.v1.StatusReport.status:type_name -> nodepulse.node.v1.NodeStatus
-	6,  // 8: nodepulse.collector.v1.ReportResponse.ack:type_name -> nodepulse.collector.v1.Ack
-	8,  // 9: nodepulse.collector.v1.ReportResponse.command:type_name -> nodepulse.collector.v1.Command
-	7,  // 10: nodepulse.collector.v1.Ack.error:type_name -> nodepulse.collector.v1.Error
-	17, // 11: nodepulse.collector.v1.Ack.retry_after:type_name -> google.protobuf.Duration
-	18, // 12: nodepulse.collector.v1.Ack.node:type_name -> nodepulse.node.v1.Node
-	9,  // 13: nodepulse.collector.v1.Command.report_status:type_name -> nodepulse.collector.v1.ReportStatus
-	10, // 14: nodepulse.collector.v1.Command.slow_down:type_name -> nodepulse.collector.v1.SlowDown
-	12, // 15: nodepulse.collector.v1.Command.reconnect:type_name -> nodepulse.collector.v1.Reconnect
-	11, // 16: nodepulse.collector.v1.Command.register_queued:type_name -> nodepulse.collector.v1.RegisterQueued
-	17, // 17: nodepulse.collector.v1.SlowDown.min_lease_interval:type_name -> google.protobuf.Duration
-	17, // 18: nodepulse.collector.v1.SlowDown.min_status_interval:type_name -> google.protobuf.Duration
-	17, // 19: nodepulse.collector.v1.RegisterQueued.within:type_name -> google.protobuf.Duration
-	17, // 20: nodepulse.collector.v1.Reconnect.within:type_name -> google.protobuf.Duration
-	0,  // 21: nodepulse.collector.v1.CollectorService.Report:input_type -> nodepulse.collector.v1.ReportRequest
-	5,  // 22: nodepulse.collector.v1.CollectorService.Report:output_type -> nodepulse.collector.v1.ReportResponse
-	22, // [22:23] is the sub-list for method output_type
-	21, // [21:22] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	4,  // 0: nodepulse.collector.v1.ReportRequest.register:type_name -> nodepulse.collector.v1.Register
+	5,  // 1: nodepulse.collector.v1.ReportRequest.lease:type_name -> nodepulse.collector.v1.LeaseRenewal
+	6,  // 2: nodepulse.collector.v1.ReportRequest.status:type_name -> nodepulse.collector.v1.StatusReport
+	7,  // 3: nodepulse.collector.v1.ReportRequest.leaving:type_name -> nodepulse.collector.v1.Leaving
+	1,  // 4: nodepulse.collector.v1.ReportRequest.pod_status:type_name -> nodepulse.collector.v1.PodStatusUpdate
+	2,  // 5: nodepulse.collector.v1.ReportRequest.pod_delete:type_name -> nodepulse.collector.v1.PodDelete
+	3,  // 6: nodepulse.collector.v1.ReportRequest.mirror_pod:type_name -> nodepulse.collector.v1.MirrorPod
+	19, // 7: nodepulse.collector.v1.PodStatusUpdate.status:type_name -> nodepulse.pod.v1.PodStatus
+	19, // 8: nodepulse.collector.v1.PodDelete.status:type_name -> nodepulse.pod.v1.PodStatus
+	20, // 9: nodepulse.collector.v1.MirrorPod.pod:type_name -> nodepulse.pod.v1.Pod
+	18, // 10: nodepulse.collector.v1.Register.labels:type_name -> nodepulse.collector.v1.Register.LabelsEntry
+	21, // 11: nodepulse.collector.v1.Register.register_with_taints:type_name -> nodepulse.node.v1.Taint
+	22, // 12: nodepulse.collector.v1.LeaseRenewal.renew_time:type_name -> google.protobuf.Timestamp
+	23, // 13: nodepulse.collector.v1.StatusReport.status:type_name -> nodepulse.node.v1.NodeStatus
+	11, // 14: nodepulse.collector.v1.ReportResponse.ack:type_name -> nodepulse.collector.v1.Ack
+	13, // 15: nodepulse.collector.v1.ReportResponse.command:type_name -> nodepulse.collector.v1.Command
+	9,  // 16: nodepulse.collector.v1.ReportResponse.pod_sync:type_name -> nodepulse.collector.v1.PodSync
+	20, // 17: nodepulse.collector.v1.PodSync.pods:type_name -> nodepulse.pod.v1.Pod
+	10, // 18: nodepulse.collector.v1.PodSync.deleted:type_name -> nodepulse.collector.v1.PodRef
+	12, // 19: nodepulse.collector.v1.Ack.error:type_name -> nodepulse.collector.v1.Error
+	24, // 20: nodepulse.collector.v1.Ack.retry_after:type_name -> google.protobuf.Duration
+	25, // 21: nodepulse.collector.v1.Ack.node:type_name -> nodepulse.node.v1.Node
+	14, // 22: nodepulse.collector.v1.Command.report_status:type_name -> nodepulse.collector.v1.ReportStatus
+	15, // 23: nodepulse.collector.v1.Command.slow_down:type_name -> nodepulse.collector.v1.SlowDown
+	17, // 24: nodepulse.collector.v1.Command.reconnect:type_name -> nodepulse.collector.v1.Reconnect
+	16, // 25: nodepulse.collector.v1.Command.register_queued:type_name -> nodepulse.collector.v1.RegisterQueued
+	24, // 26: nodepulse.collector.v1.SlowDown.min_lease_interval:type_name -> google.protobuf.Duration
+	24, // 27: nodepulse.collector.v1.SlowDown.min_status_interval:type_name -> google.protobuf.Duration
+	24, // 28: nodepulse.collector.v1.RegisterQueued.within:type_name -> google.protobuf.Duration
+	24, // 29: nodepulse.collector.v1.Reconnect.within:type_name -> google.protobuf.Duration
+	0,  // 30: nodepulse.collector.v1.CollectorService.Report:input_type -> nodepulse.collector.v1.ReportRequest
+	8,  // 31: nodepulse.collector.v1.CollectorService.Report:output_type -> nodepulse.collector.v1.ReportResponse
+	31, // [31:32] is the sub-list for method output_type
+	30, // [30:31] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_nodepulse_collector_v1_collector_proto_init() }
@@ -1170,13 +1641,17 @@ func file_nodepulse_collector_v1_collector_proto_init() {
 		(*ReportRequest_Lease)(nil),
 		(*ReportRequest_Status)(nil),
 		(*ReportRequest_Leaving)(nil),
+		(*ReportRequest_PodStatus)(nil),
+		(*ReportRequest_PodDelete)(nil),
+		(*ReportRequest_MirrorPod)(nil),
 	}
-	file_nodepulse_collector_v1_collector_proto_msgTypes[5].OneofWrappers = []any{
+	file_nodepulse_collector_v1_collector_proto_msgTypes[8].OneofWrappers = []any{
 		(*ReportResponse_Ack)(nil),
 		(*ReportResponse_Command)(nil),
+		(*ReportResponse_PodSync)(nil),
 	}
-	file_nodepulse_collector_v1_collector_proto_msgTypes[6].OneofWrappers = []any{}
-	file_nodepulse_collector_v1_collector_proto_msgTypes[8].OneofWrappers = []any{
+	file_nodepulse_collector_v1_collector_proto_msgTypes[11].OneofWrappers = []any{}
+	file_nodepulse_collector_v1_collector_proto_msgTypes[13].OneofWrappers = []any{
 		(*Command_ReportStatus)(nil),
 		(*Command_SlowDown)(nil),
 		(*Command_Reconnect)(nil),
@@ -1188,7 +1663,7 @@ func file_nodepulse_collector_v1_collector_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodepulse_collector_v1_collector_proto_rawDesc), len(file_nodepulse_collector_v1_collector_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
