@@ -306,7 +306,7 @@ func TestMirrorPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, ok := get(t, s, key)
-	if !ok || p.GetMetadata().GetUid() == "" || p.GetSpec().GetTerminationGracePeriodSeconds() != DefaultTerminationGracePeriodSeconds {
+	if !ok || p.GetMetadata().GetUid() == "" || p.GetSpec().GetTerminationGracePeriodSeconds() != 30 {
 		t.Fatalf("mirror pod = %v", p)
 	}
 	uid1 := p.GetMetadata().GetUid()

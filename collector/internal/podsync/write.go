@@ -18,6 +18,7 @@ import (
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
+	"github.com/nodepulse/nodepulse/services/podlife"
 	"github.com/nodepulse/nodepulse/services/validation"
 )
 
@@ -37,10 +38,6 @@ func (r *Refusal) Error() string { return r.Code.String() + " " + r.Field + ": "
 func refuse(code codes.Code, field, format string, args ...any) *Refusal {
 	return &Refusal{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
 }
-
-// DefaultTerminationGracePeriodSeconds is what a mirror pod created
-// without one gets, as PodService's admission and Kubernetes default it.
-const DefaultTerminationGracePeriodSeconds = 30
 
 // Writes are conditional on the revision read (and so on the uid), like
 // every pod write in nodepulse; a conflict means the pod changed under the
@@ -197,7 +194,8 @@ func (h *Hub) EnsureMirror(ctx context.Context, node, nodeUID string, r *collect
 	np.Metadata.CreationTimestamp = nodemodel.Timestamp(now)
 	np.Metadata.Generation = 1
 	if np.Spec.TerminationGracePeriodSeconds == nil {
-		g := int64(DefaultTerminationGracePeriodSeconds)
+		// As PodService's admission and Kubernetes default it.
+		g := podlife.DefaultTerminationGracePeriodSeconds
 		np.Spec.TerminationGracePeriodSeconds = &g
 	}
 	if _, err := h.store.Apply(ctx, nil, nodestore.Op{Kind: nodestore.Pods, Name: key, Value: np, IfAbsent: true}); err != nil {
