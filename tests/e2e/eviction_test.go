@@ -4,26 +4,16 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
-	"github.com/nodepulse/nodepulse/tests/binaries"
 )
 
 // TestEvictionOnLostNode runs the local stack as processes plus a second
@@ -38,109 +28,19 @@ func TestEvictionOnLostNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	bin := binaries.Dir(t)
-	etcdPort := freePorts(t, 0, 1)
-	base := freePorts(t, 0, 1, 100, 101, 102, 103)
-	data := t.TempDir()
-	keeper := "keep-" + strconv.Itoa(base)
-	victim := "victim-" + strconv.Itoa(base)
 	const (
 		grace      = 4 * time.Second
 		toleration = 6 * time.Second
 	)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	stack := exec.CommandContext(ctx, filepath.Join(bin, "localstack"),
-		"--bin-dir="+bin, "--data-dir="+data, "--table=false", "--node-name="+keeper,
-		"--etcd-port="+strconv.Itoa(etcdPort), "--base-port="+strconv.Itoa(base),
-		"--grace-period="+grace.String(),
+	s := startLocalStack(t, "keep", "--grace-period="+grace.String(),
 		fmt.Sprintf("--monitor-args=--node-monitor-period=500ms,--default-not-ready-toleration-seconds=%d,--default-unreachable-toleration-seconds=%d",
 			int(toleration.Seconds()), int(toleration.Seconds())),
 		"--reporter-args=--node-lease-duration-seconds=2")
-	var out syncBuffer
-	pr, pw := io.Pipe()
-	stack.Stdout, stack.Stderr = pw, &out
-	if err := stack.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- stack.Wait(); pw.Close() }()
-	var victimLog syncBuffer
-	defer func() {
-		if t.Failed() {
-			t.Logf("localstack output:\n%s", out.String())
-			for _, n := range []string{"monitor", "collector"} {
-				b, _ := os.ReadFile(filepath.Join(data, "logs", n+".log"))
-				lines := strings.Split(string(b), "\n")
-				t.Logf("--- %s.log (last 60 lines)\n%s", n, strings.Join(lines[max(0, len(lines)-60):], "\n"))
-			}
-			t.Logf("--- victim reporter\n%s", victimLog.String())
-		}
-		_ = stack.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(time.Minute):
-			t.Error("localstack did not stop within a minute of Ctrl-C")
-		}
-	}()
-	readyLine := make(chan struct{}, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			line := sc.Text()
-			out.Write([]byte(line + "\n"))
-			if strings.HasPrefix(line, "all ready") {
-				readyLine <- struct{}{}
-			}
-		}
-	}()
-	select {
-	case <-readyLine:
-	case err := <-exited:
-		t.Fatalf("localstack exited before ready: %v", err)
-	case <-time.After(2 * time.Minute):
-		t.Fatal("localstack not ready within 2 minutes")
-	}
-
+	keeper, victim := s.node, s.name("victim")
 	// The victim's reporter: our own process, so we can kill it outright
 	// (SIGKILL: no Leaving message, the stream just dies).
-	rep := exec.Command(filepath.Join(bin, "reporter"), "--collector.insecure", fmt.Sprintf("--collector.addresses=127.0.0.1:%d", base),
-		fmt.Sprintf("--admin.listen-address=127.0.0.1:%d", base+103), "--node-name="+victim, "--node-lease-duration-seconds=2", "--log.format=console")
-	rep.Stdout, rep.Stderr = &victimLog, &victimLog
-	if err := rep.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if alive(rep.Process.Pid) {
-			_ = rep.Process.Kill()
-		}
-		_ = rep.Wait()
-	}()
-
-	cc, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", base+1), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	nodes, pods := nodev1.NewNodeServiceClient(cc), podv1.NewPodServiceClient(cc)
-	call := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 5*time.Second) }
-	getNode := func(name string) (*nodev1.Node, error) {
-		c, cl := call()
-		defer cl()
-		r, err := nodes.GetNode(c, &nodev1.GetNodeRequest{Name: name})
-		return r.GetNode(), err
-	}
-	readyIs := func(name, want string) func() (bool, string) {
-		return func() (bool, string) {
-			n, err := getNode(name)
-			if err != nil {
-				return false, err.Error()
-			}
-			st := nodemodel.ConditionStatus(n.GetStatus().GetConditions(), nodemodel.Ready)
-			return st == want, "Ready=" + st
-		}
-	}
+	rep := s.addReporter(victim, "--node-lease-duration-seconds=2")
+	nodes, pods, call, getNode, readyIs := s.nodes, s.pods, s.call, s.getNode, s.readyIs
 	waitFor(t, time.Minute, "both nodes Ready", func() (bool, string) {
 		ok1, s1 := readyIs(keeper, nodemodel.True)()
 		ok2, s2 := readyIs(victim, nodemodel.True)()
@@ -168,7 +68,7 @@ func TestEvictionOnLostNode(t *testing.T) {
 	// DisruptionTarget is seen at its eviction. Eviction is graceful (spec
 	// §12.3): the pod turns Terminating (MODIFIED with a deletion timestamp)
 	// and, its reporter being dead, stays; a removal (DELETED) counts too.
-	wctx, wcancel := context.WithCancel(ctx)
+	wctx, wcancel := context.WithCancel(context.Background())
 	defer wcancel()
 	watch, err := pods.WatchPods(wctx, &podv1.WatchPodsRequest{NodeName: victim})
 	if err != nil {
@@ -198,13 +98,13 @@ func TestEvictionOnLostNode(t *testing.T) {
 	}()
 
 	killed := time.Now()
-	if err := syscall.Kill(rep.Process.Pid, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(rep.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, grace+time.Minute, "victim Unknown", readyIs(victim, nodemodel.Unknown))
 	t.Logf("victim Unknown %s after its reporter was killed (grace %s)", time.Since(killed).Round(time.Millisecond), grace)
-	if ok, s := readyIs(keeper, nodemodel.True)(); !ok {
-		t.Errorf("the healthy node changed: %s", s)
+	if ok, state := readyIs(keeper, nodemodel.True)(); !ok {
+		t.Errorf("the healthy node changed: %s", state)
 	}
 	waitFor(t, 30*time.Second, "the victim's pods Ready=False", func() (bool, string) {
 		c, cl := call()

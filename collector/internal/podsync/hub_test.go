@@ -4,6 +4,7 @@
 package podsync
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -247,8 +248,11 @@ func TestWritesAreTheNodesOwn(t *testing.T) {
 	if err := h.WriteStatus(ctx, "n1", &collectorv1.PodStatusUpdate{Namespace: "ns", Name: "mine", Uid: "u1", Status: ready}); err != nil {
 		t.Fatal(err)
 	}
-	if p, _ := get(t, s, "ns/mine"); len(p.GetStatus().GetConditions()) != 1 || p.GetStatus().GetConditions()[0].GetType() != nodemodel.Ready {
-		t.Fatalf("status = %v, want what the node wrote", p.GetStatus())
+	// The node's Ready, and the evictor's DisruptionTarget kept, as the
+	// kubelet's mergePodStatus keeps the conditions it does not own.
+	if p, _ := get(t, s, "ns/mine"); len(p.GetStatus().GetConditions()) != 2 || p.GetStatus().GetConditions()[0].GetType() != nodemodel.Ready ||
+		p.GetStatus().GetConditions()[1].GetType() != "DisruptionTarget" {
+		t.Fatalf("status = %v, want what the node wrote and the stored DisruptionTarget", p.GetStatus())
 	}
 
 	// Terminating: the terminal status, then gone.
@@ -353,5 +357,56 @@ func TestMirrorPods(t *testing.T) {
 	}
 	if _, ok := get(t, s, key); ok {
 		t.Fatal("orphaned mirror pod not deleted")
+	}
+}
+
+// TestNodeStatusKeepsOthersConditions replays a reporter resuming after a
+// freeze: it decides from a copy older than the store (before the evictor's
+// DisruptionTarget) and writes Ready=True, then finishes the deletion from
+// another old copy. Phase and the kubelet's conditions are the node's;
+// DisruptionTarget stays as the evictor wrote it, as upstream's
+// mergePodStatus keeps the conditions the kubelet does not own.
+func TestNodeStatusKeepsOthersConditions(t *testing.T) {
+	dt := &podv1.PodCondition{Type: "DisruptionTarget", Status: nodemodel.True, Reason: "DeletionByTaintManager", LastTransitionTime: nodemodel.Timestamp(t0)}
+	cur := &podv1.PodStatus{Phase: validation.PodRunning, Conditions: []*podv1.PodCondition{
+		{Type: nodemodel.Ready, Status: nodemodel.False, LastTransitionTime: nodemodel.Timestamp(t0.Add(-time.Second))}, dt}}
+	cases := []struct {
+		name  string
+		sent  *podv1.PodStatus
+		phase string
+		want  []string // type=status[/reason]
+	}{{
+		name: "Ready=True from a copy without DisruptionTarget",
+		sent: &podv1.PodStatus{Phase: validation.PodRunning, Conditions: []*podv1.PodCondition{{Type: nodemodel.Ready, Status: nodemodel.True}}},
+		want: []string{"Ready=True", "DisruptionTarget=True/DeletionByTaintManager"},
+	}, {
+		name: "a copy with another DisruptionTarget and a readiness gate: stored ones win, in the node's order",
+		sent: &podv1.PodStatus{Phase: validation.PodFailed, Conditions: []*podv1.PodCondition{
+			{Type: "DisruptionTarget", Status: nodemodel.False}, {Type: "example.com/gate", Status: nodemodel.True},
+			{Type: nodemodel.Ready, Status: nodemodel.False, Reason: "PodCompleted"}}},
+		phase: validation.PodFailed,
+		want:  []string{"DisruptionTarget=True/DeletionByTaintManager", "Ready=False/PodCompleted"},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := nodeStatus(cur, tc.sent)
+			var conds []string
+			for _, c := range got.GetConditions() {
+				s := c.GetType() + "=" + c.GetStatus()
+				if c.GetReason() != "" {
+					s += "/" + c.GetReason()
+				}
+				conds = append(conds, s)
+			}
+			if !slices.Equal(conds, tc.want) {
+				t.Errorf("conditions = %v, want %v", conds, tc.want)
+			}
+			if want := cmp.Or(tc.phase, validation.PodRunning); got.GetPhase() != want {
+				t.Errorf("phase = %s, want the node's %s", got.GetPhase(), want)
+			}
+		})
+	}
+	if cur.GetConditions()[1] != dt || len(cur.GetConditions()) != 2 {
+		t.Error("the stored status was modified")
 	}
 }

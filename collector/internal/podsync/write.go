@@ -99,16 +99,63 @@ func (h *Hub) WriteStatus(ctx context.Context, node string, r *collectorv1.PodSt
 	if ref != nil {
 		return h.count("status", ref)
 	}
-	if proto.Equal(p.GetStatus(), r.GetStatus()) {
+	want := nodeStatus(p.GetStatus(), r.GetStatus())
+	if proto.Equal(p.GetStatus(), want) {
 		h.m.writes.WithLabelValues("status", "unchanged").Inc()
 		return nil
 	}
 	np := stored(p)
-	np.Status = proto.CloneOf(r.GetStatus())
+	np.Status = want
 	if _, err := h.store.Apply(ctx, nil, nodestore.Op{Kind: nodestore.Pods, Name: o.Name, Value: np, IfModRevision: o.ModRevision}); err != nil {
 		return h.count("status", storeErr("podStatus", err))
 	}
 	return h.count("status", nil)
+}
+
+// kubeletConditions are the pod conditions a node owns, as the kubelet
+// (PodConditionsByKubelet in pkg/kubelet/types/pod_status.go).
+var kubeletConditions = map[string]bool{
+	"PodScheduled": true, nodemodel.Ready: true, "Initialized": true, "ContainersReady": true, "PodReadyToStartContainers": true,
+}
+
+// nodeStatus is the status a node's write leaves on the pod, merged as the
+// kubelet's status manager merges before it patches (mergePodStatus in
+// pkg/kubelet/status/status_manager.go): phase, reason, message and the
+// conditions the kubelet owns come from the node; every other condition
+// (DisruptionTarget from the evictor or pod GC) stays as stored. The
+// reporter decides from the pods it was sent, and a copy older than the
+// store (read late after a freeze) must not erase a controller's write.
+// The node's order of conditions is kept; stored ones it lacks go last.
+func nodeStatus(cur, sent *podv1.PodStatus) *podv1.PodStatus {
+	out := proto.CloneOf(sent)
+	if out == nil {
+		out = &podv1.PodStatus{}
+	}
+	others := map[string]*podv1.PodCondition{}
+	for _, c := range cur.GetConditions() {
+		if !kubeletConditions[c.GetType()] {
+			others[c.GetType()] = c
+		}
+	}
+	conds := make([]*podv1.PodCondition, 0, len(out.Conditions)+len(others))
+	take := func(t string) {
+		if c, ok := others[t]; ok {
+			conds = append(conds, proto.CloneOf(c))
+			delete(others, t)
+		}
+	}
+	for _, c := range out.GetConditions() {
+		if kubeletConditions[c.GetType()] {
+			conds = append(conds, c)
+		} else {
+			take(c.GetType())
+		}
+	}
+	for _, c := range cur.GetConditions() {
+		take(c.GetType())
+	}
+	out.Conditions = conds
+	return out
 }
 
 // IsMirrorOf says whether p is a mirror pod of node: the mirror
@@ -144,9 +191,9 @@ func (h *Hub) FinishDeletion(ctx context.Context, node string, r *collectorv1.Po
 			"pod %s is not terminating (no deletionTimestamp): a node finishes deletions, it does not start them", o.Name))
 	}
 	rev := o.ModRevision
-	if r.Status != nil && !proto.Equal(p.GetStatus(), r.GetStatus()) {
+	if want := nodeStatus(p.GetStatus(), r.GetStatus()); r.Status != nil && !proto.Equal(p.GetStatus(), want) {
 		np := stored(p)
-		np.Status = proto.CloneOf(r.GetStatus())
+		np.Status = want
 		var err error
 		if rev, err = h.store.Apply(ctx, nil, nodestore.Op{Kind: nodestore.Pods, Name: o.Name, Value: np, IfModRevision: rev}); err != nil {
 			return h.count("delete", storeErr("podDelete", err))

@@ -116,6 +116,9 @@ type Agent struct {
 	readySince map[string]time.Time
 	inflight   map[string]Kind      // key → write awaiting its ack
 	notBefore  map[string]time.Time // key → no write before this
+	// waitAfter: key → the kind of the successful write its notBefore
+	// follows (absent after a refusal).
+	waitAfter map[string]Kind
 }
 
 // New returns an agent for cfg.
@@ -127,7 +130,7 @@ func New(cfg Config) *Agent {
 		cfg.RetryDelay = DefaultRetryDelay
 	}
 	a := &Agent{cfg: cfg, pods: map[string]*podv1.Pod{}, static: map[string]*podv1.Pod{},
-		readySince: map[string]time.Time{}, inflight: map[string]Kind{}, notBefore: map[string]time.Time{}}
+		readySince: map[string]time.Time{}, inflight: map[string]Kind{}, notBefore: map[string]time.Time{}, waitAfter: map[string]Kind{}}
 	for _, s := range cfg.StaticPods {
 		m := MirrorOf(s, cfg.Node, "")
 		a.static[Key(m)] = m
@@ -149,6 +152,7 @@ func (a *Agent) Reset(nodeUID string) {
 	clear(a.pods)
 	clear(a.inflight)
 	clear(a.notBefore)
+	clear(a.waitAfter)
 }
 
 // Sync applies a PodSync from the collector.
@@ -167,6 +171,7 @@ func (a *Agent) Sync(m *collectorv1.PodSync) {
 		delete(a.readySince, d.GetUid())
 		// A mirror pod deleted through the API is recreated at once.
 		delete(a.notBefore, k)
+		delete(a.waitAfter, k)
 	}
 	if m.GetFull() {
 		live := map[string]bool{}
@@ -189,11 +194,14 @@ func (a *Agent) cacheReady(p *podv1.Pod) {
 // after the retry delay). A successful write is not repeated within the
 // reconcile period: the PodSync showing its effect follows the ack.
 func (a *Agent) Done(key string, ok bool, now time.Time) {
+	k := a.inflight[key]
 	delete(a.inflight, key)
 	if ok {
 		a.notBefore[key] = now.Add(a.cfg.ReconcilePeriod)
+		a.waitAfter[key] = k
 	} else {
 		a.notBefore[key] = now.Add(a.cfg.RetryDelay)
+		delete(a.waitAfter, key)
 	}
 }
 
@@ -219,6 +227,7 @@ func (a *Agent) ready(key string, now time.Time) bool {
 			return false
 		}
 		delete(a.notBefore, key)
+		delete(a.waitAfter, key)
 	}
 	return true
 }
@@ -240,11 +249,22 @@ func (a *Agent) Decide(now time.Time) []Action {
 			return out
 		}
 		p := a.pods[key]
+		md := p.GetMetadata()
+		mirror := isMirrorOf(p, a.cfg.Node)
+		if w, ok := a.waitAfter[key]; ok && w != FinishDeletion && !mirror && md.GetDeletionTimestamp() != nil {
+			// A deletion is finished at once, as the kubelet's pod workers
+			// act on a deletionTimestamp as soon as they see it: the
+			// reconcile wait keeps the reporter and the monitor from
+			// fighting over Ready, and a deletion is nothing to fight over.
+			// (A reporter resuming reads the pod's older states first and
+			// may have written Ready just before it learns of the deletion.)
+			delete(a.notBefore, key)
+			delete(a.waitAfter, key)
+		}
 		if !a.ready(key, now) {
 			continue
 		}
-		md := p.GetMetadata()
-		if isMirrorOf(p, a.cfg.Node) {
+		if mirror {
 			if _, ok := a.static[key]; !ok {
 				// kubelet deleteOrphanedMirrorPods: its static pod is gone.
 				add(DeleteMirror, key, &collectorv1.ReportRequest{Message: &collectorv1.ReportRequest_PodDelete{PodDelete: &collectorv1.PodDelete{

@@ -146,6 +146,21 @@ func TestDecide(t *testing.T) {
 			{at: 11, want: []string{"set-ready ns/a"}},
 		},
 	}, {
+		name: "a deletion after a Ready write is finished at once, not after the reconcile period",
+		steps: []step{
+			{at: 0, sync: full(pod("a", "Running", cond("Ready", "False", at(-50))), pod("b", "Running", cond("Ready", "False", at(-50)))), want: []string{"set-ready ns/a", "set-ready ns/b"}},
+			// a: acked before its deletion is seen; b: deletion seen while its write is in flight.
+			{at: 0.1, ack: map[string]bool{"ns/a": true}, want: nil},
+			{at: 0.2, sync: changed(terminating(pod("a", "Running", cond("Ready", "True", at(-50)))), terminating(pod("b", "Running", cond("Ready", "False", at(-50))))),
+				want: []string{"finish-deletion ns/a"}},
+			{at: 0.3, ack: map[string]bool{"ns/b": true}, want: []string{"finish-deletion ns/b"}},
+			// A finished deletion acked while the pod is still listed waits the period.
+			{at: 0.4, ack: map[string]bool{"ns/a": true, "ns/b": false}, want: nil},
+			{at: 1.4, want: []string{"finish-deletion ns/b"}},
+			{at: 10.3, want: nil},
+			{at: 10.4, want: []string{"finish-deletion ns/a"}},
+		},
+	}, {
 		name:   "static pod without a mirror pod: create it",
 		static: []*podv1.Pod{static},
 		steps:  []step{{at: 0, sync: full(), want: []string{"create-mirror kube-system/etcd-n1"}}},
