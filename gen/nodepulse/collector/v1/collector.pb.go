@@ -231,7 +231,9 @@ type PodStatusUpdate struct {
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Uid of the pod the reporter decided for.
 	Uid string `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
-	// Status to store (the whole status: phase, conditions, reason, message).
+	// Status the reporter computed. It is merged as the kubelet's is: phase,
+	// reason, message and the reporter's own conditions (Ready) replace the
+	// stored ones; conditions others own (DisruptionTarget) are kept.
 	Status        *v1.PodStatus `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
