@@ -78,7 +78,7 @@ func samples(t testing.TB, k nodestore.Kind) []proto.Message {
 				Selector: &nodev1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
 			Status: &policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 1, DisruptionsAllowed: 1, CurrentHealthy: 3, DesiredHealthy: 2, ExpectedPods: 3,
 				DisruptedPods: map[string]*timestamppb.Timestamp{"web-7d9f8b6c4-x2k9q": timestamppb.New(time.Unix(1790000100, 0))},
-				Conditions: []*policyv1.Condition{{Type: "DisruptionAllowed", Status: "True", Reason: "SufficientPods", ObservedGeneration: 1}}},
+				Conditions:    []*policyv1.Condition{{Type: "DisruptionAllowed", Status: "True", Reason: "SufficientPods", ObservedGeneration: 1}}},
 		}}
 	case nodestore.EventBatches:
 		// Batches as the monitor writes them: the recorded events, in order.
