@@ -155,24 +155,27 @@ func (c *Cache) GetObject(k nodestore.Kind, namespace, name string) (ObjectEntry
 	return ObjectEntry{Kind: k, Object: o.Value.(Object), ModRevision: o.ModRevision}, true
 }
 
-// Objects returns every cached object of kind k sorted by namespace and
-// name, and the version the list reflects (resume ObjectChangesAfter after
-// it).
-func (c *Cache) Objects(k nodestore.Kind) ([]ObjectEntry, Version) {
+// Objects returns every cached object of the kinds, kind by kind in the
+// order given, each sorted by namespace and name, and the version the list
+// reflects (resume ObjectChangesAfter after it). One call lists every kind
+// at the same version, so a watch of several kinds starts consistently.
+func (c *Cache) Objects(kinds ...nodestore.Kind) ([]ObjectEntry, Version) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	if !isObjectKind(k) {
-		return nil, c.objVersionLocked()
-	}
-	m := c.objs[k]
-	keys := make([]string, 0, len(m))
-	for n := range m {
-		keys = append(keys, n)
-	}
-	sort.Strings(keys)
-	out := make([]ObjectEntry, len(keys))
-	for i, n := range keys {
-		out[i] = ObjectEntry{Kind: k, Object: m[n].Value.(Object), ModRevision: m[n].ModRevision}
+	var out []ObjectEntry
+	for _, k := range kinds {
+		if !isObjectKind(k) {
+			continue
+		}
+		m := c.objs[k]
+		keys := make([]string, 0, len(m))
+		for n := range m {
+			keys = append(keys, n)
+		}
+		sort.Strings(keys)
+		for _, n := range keys {
+			out = append(out, ObjectEntry{Kind: k, Object: m[n].Value.(Object), ModRevision: m[n].ModRevision})
+		}
 	}
 	return out, c.objVersionLocked()
 }
