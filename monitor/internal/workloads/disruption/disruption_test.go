@@ -282,10 +282,10 @@ func TestEvictPaths(t *testing.T) {
 // (upstream getExpectedPodCount).
 func TestComputeExpected(t *testing.T) {
 	for _, tc := range []struct {
-		name                                 string
-		spec                                 *policyv1.PodDisruptionBudgetSpec
+		name                                string
+		spec                                *policyv1.PodDisruptionBudgetSpec
 		expected, desired, healthy, allowed int32
-		syncErr                              bool
+		syncErr                             bool
 	}{
 		{name: "minAvailable int counts matched pods", spec: &policyv1.PodDisruptionBudgetSpec{MinAvailable: intv(1)}, expected: 3, desired: 1, healthy: 2, allowed: 1},
 		{name: "maxUnavailable uses the owner's replicas", spec: &policyv1.PodDisruptionBudgetSpec{MaxUnavailable: intv(1)}, expected: 4, desired: 3, healthy: 2, allowed: 0},
