@@ -358,8 +358,8 @@ func TestFilters(t *testing.T) {
 			deleted:  []string{"default/done", "default/rs-pod", "default/scratch"},
 		},
 		{
-			name:     "all three flags: everything but the DaemonSet and mirror pods goes",
-			opts:     Options{IgnoreDaemonSets: true, DeleteEmptyDirData: true, Force: true},
+			name: "all three flags: everything but the DaemonSet and mirror pods goes",
+			opts: Options{IgnoreDaemonSets: true, DeleteEmptyDirData: true, Force: true},
 			// As kubectl, the verdict is the last filter's: the orphaned
 			// DaemonSet pod's warning is overwritten by the later "okay".
 			warnings: "deleting Pods that declare no controller: default/bare; ignoring DaemonSet-managed Pods: " + ds,
