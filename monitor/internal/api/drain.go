@@ -26,14 +26,6 @@ import (
 	"github.com/nodepulse/nodepulse/services/validation"
 )
 
-// Evictions and drains change pods and nodes: the operator role. Added
-// here rather than in auth.go's table so the owners' services and these
-// calls are wired in separate files.
-func init() {
-	changeMethods[podv1.PodService_EvictPod_FullMethodName] = true
-	changeMethods[nodev1.NodeService_DrainNode_FullMethodName] = true
-}
-
 // evictRetryAfter is the RetryInfo of a budget that allows no disruption
 // now; upstream sends no Retry-After then and kubectl waits 5 s.
 const evictRetryAfter = 5 * time.Second
