@@ -31,6 +31,7 @@ import (
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/liveness"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/admission"
+	"github.com/nodepulse/nodepulse/monitor/internal/workloads/disruption"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/eviction"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podgc"
 	"github.com/nodepulse/nodepulse/services/admin"
@@ -231,6 +232,7 @@ type App struct {
 	ctl        *controller.Controller
 	evict      *eviction.Runner
 	podGC      *podgc.GC
+	disrupt    *disruption.Controller
 	compact    *compactor.Compactor
 	defrag     *defrag.Defragmenter
 	grpc       *grpcserver.Server
@@ -279,6 +281,7 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	if a.podGC, err = podgc.New(podgc.Config{Period: cfg.PodGCPeriod, Quarantine: cfg.PodGCQuarantine}, a.store, a.cache, a.ctl, lg, registerer); err != nil {
 		return nil, a.closeOnErr(err)
 	}
+	a.disrupt = disruption.New(disruption.Config{}, a.store, a.cachedPods, a.ctl, lg)
 	a.evict.SetGC(eviction.GC{Period: a.podGC.Period(), Quarantine: a.podGC.Quarantine(), Queued: a.podGC.Queued})
 	upkeep, _ := a.store.(nodestore.Maintenance) // nil: this store has no upkeep (memstore)
 	if a.defrag, err = defrag.New(cfg.Defrag, upkeep, a.ctl, lg, registerer); err != nil {
@@ -363,6 +366,21 @@ func (a *App) Leading() bool { return a.ctl.Leading() }
 // it to prove a deposed leader's writes are rejected).
 func (a *App) Fence() (nodestore.Fence, bool) { return a.ctl.Fence() }
 
+// cachedPods are the pods the disruption controller counts: the watch
+// cache's, once it has its first view (before, a budget would be computed
+// over no pods and allow nothing for no reason).
+func (a *App) cachedPods(context.Context) ([]*podv1.Pod, error) {
+	if !a.cache.Synced() {
+		return nil, errors.New("the watch cache has no view yet")
+	}
+	entries, _ := a.cache.Pods()
+	out := make([]*podv1.Pod, len(entries))
+	for i, pe := range entries {
+		out[i] = pe.Pod
+	}
+	return out, nil
+}
+
 // Run serves until ctx ends.
 func (a *App) Run(ctx context.Context) error {
 	defer a.closeStore()
@@ -372,6 +390,7 @@ func (a *App) Run(ctx context.Context) error {
 	g.Add("controller", run.Func(a.ctl.Run))
 	g.Add("evictor", run.Func(a.evict.Run))
 	g.Add("podgc", run.Func(a.podGC.Run))
+	g.Add("disruption", run.Func(a.disrupt.Run))
 	g.Add("compactor", run.Func(a.compact.Run))
 	g.Add("defrag", run.Func(a.defrag.Run))
 	g.Add("grpc", a.grpc)

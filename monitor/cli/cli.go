@@ -65,6 +65,11 @@ Commands:
   delete rs|sts|ds|pdb NAME [-n NS]
   delete pod NAME [-n NS] [--grace-period=N] [--force]
                                 graceful unless --force (grace 0: removed at once)
+  drain NODE [--ignore-daemonsets] [--delete-emptydir-data] [--force] [--grace-period S]
+        [--timeout D] [--pod-selector S] [--disable-eviction]
+                                cordon, then evict the node's pods through their disruption
+                                budgets and wait until they are gone (kubectl drain)
+  evict pod NAME [-n NS]        one eviction through the pod's disruption budget
   certs init --dir D [--hosts h1,h2] [--nodes n1,n2] [--operators alice]
   version                       print the version (also --version)
 
@@ -116,6 +121,7 @@ type command struct {
 	// delete pod: --grace-period (-1: the pod's own) and --force
 	gracePeriod int64
 	force       bool
+	drainFlags  drainFlags
 	// scale: --replicas (-1: not given)
 	replicas int64
 }
@@ -152,6 +158,7 @@ func Main(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	fs.Int64Var(&c.gracePeriod, "grace-period", -1, "delete pod: seconds the pod is given to terminate (-1: its own terminationGracePeriodSeconds; 0 only with --force, otherwise it means 1)")
 	fs.BoolVar(&c.force, "force", false, "delete pod: remove the record at once (grace 0) without waiting for the node's reporter to confirm")
+	c.drainFlags.register(fs)
 	fs.Int64Var(&c.replicas, "replicas", -1, "scale: the number of replicas wanted")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	// Flags may follow the command and its arguments (kubectl style).
@@ -228,6 +235,19 @@ func (c *command) run(ctx context.Context) error {
 			return strings.TrimSuffix(c.args[1], "s")
 		}
 		return ""
+	}
+	if verb == "drain" {
+		if err := c.need(2, "drain NODE [--ignore-daemonsets] [--delete-emptydir-data] [--force] [--grace-period S] [--timeout D]"); err != nil {
+			return err
+		}
+		return c.drain(ctx, cl, c.args[1])
+	}
+	if verb == "evict" && len(c.args) == 3 && (c.args[1] == "pod" || c.args[1] == "po") {
+		ns, name, err := c.podRef(c.args[2])
+		if err != nil {
+			return err
+		}
+		return c.evictPod(rctx, pods, ns, name)
 	}
 	if len(c.args) >= 2 && (c.args[1] == "pod" || c.args[1] == "pods" || c.args[1] == "po") {
 		return c.podCommand(rctx, pods, cl)
