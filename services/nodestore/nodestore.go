@@ -19,9 +19,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	appsv1 "github.com/nodepulse/nodepulse/gen/nodepulse/apps/v1"
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	policyv1 "github.com/nodepulse/nodepulse/gen/nodepulse/policy/v1"
 )
 
 // Kind is a class of stored object; every kind is a key prefix with a single
@@ -29,7 +31,8 @@ import (
 type Kind string
 
 // The stored kinds. Names are "<node>" for node kinds, "<namespace>/<name>"
-// for pods and events, the collector id for collectors.
+// for pods, events, owners and disruption budgets, the collector id for
+// collectors.
 const (
 	// Nodes hold metadata and spec (nodev1.Node without status). Written by
 	// the collector at registration (create only) and by admin calls (CAS).
@@ -53,10 +56,22 @@ const (
 	EventBatches Kind = "eventbatches"
 	// Collectors hold collectorv1.CollectorInfo, ephemeral (session-bound).
 	Collectors Kind = "collectors"
+	// ReplicaSets hold appsv1.ReplicaSet: spec by WorkloadService (CAS),
+	// status by the monitor leader's owner controller (fenced, CAS).
+	ReplicaSets Kind = "replicasets"
+	// StatefulSets hold appsv1.StatefulSet, written as ReplicaSets.
+	StatefulSets Kind = "statefulsets"
+	// DaemonSets hold appsv1.DaemonSet, written as ReplicaSets.
+	DaemonSets Kind = "daemonsets"
+	// PodDisruptionBudgets hold policyv1.PodDisruptionBudget: spec by
+	// DisruptionBudgetService, status by the disruption controller and
+	// evictions (CAS).
+	PodDisruptionBudgets Kind = "poddisruptionbudgets"
 )
 
 // Kinds lists every kind.
-var Kinds = []Kind{Nodes, Statuses, Leases, Health, Pods, Events, EventBatches, Collectors}
+var Kinds = []Kind{Nodes, Statuses, Leases, Health, Pods, Events, EventBatches, Collectors,
+	ReplicaSets, StatefulSets, DaemonSets, PodDisruptionBudgets}
 
 // New returns an empty message of the kind's type.
 func (k Kind) New() proto.Message {
@@ -77,6 +92,14 @@ func (k Kind) New() proto.Message {
 		return &nodev1.EventBatch{}
 	case Collectors:
 		return &collectorv1.CollectorInfo{}
+	case ReplicaSets:
+		return &appsv1.ReplicaSet{}
+	case StatefulSets:
+		return &appsv1.StatefulSet{}
+	case DaemonSets:
+		return &appsv1.DaemonSet{}
+	case PodDisruptionBudgets:
+		return &policyv1.PodDisruptionBudget{}
 	}
 	return nil
 }

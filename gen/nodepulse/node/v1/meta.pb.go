@@ -252,6 +252,130 @@ func (x *OwnerReference) GetController() bool {
 	return false
 }
 
+// LabelSelector selects objects by their labels, as Kubernetes'
+// metav1.LabelSelector (same JSON names). The terms of match_labels and
+// match_expressions all hold (AND). An empty selector matches every object;
+// the owners and disruption budgets that carry one refuse an empty selector.
+type LabelSelector struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// MatchLabels: each key must be present with exactly this value; the same
+	// as a match_expressions term {key, operator: "In", values: [value]}.
+	MatchLabels map[string]string `protobuf:"bytes,1,rep,name=match_labels,json=matchLabels,proto3" json:"match_labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// MatchExpressions: set-based requirements.
+	MatchExpressions []*LabelSelectorRequirement `protobuf:"bytes,2,rep,name=match_expressions,json=matchExpressions,proto3" json:"match_expressions,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *LabelSelector) Reset() {
+	*x = LabelSelector{}
+	mi := &file_nodepulse_node_v1_meta_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LabelSelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LabelSelector) ProtoMessage() {}
+
+func (x *LabelSelector) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_node_v1_meta_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LabelSelector.ProtoReflect.Descriptor instead.
+func (*LabelSelector) Descriptor() ([]byte, []int) {
+	return file_nodepulse_node_v1_meta_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *LabelSelector) GetMatchLabels() map[string]string {
+	if x != nil {
+		return x.MatchLabels
+	}
+	return nil
+}
+
+func (x *LabelSelector) GetMatchExpressions() []*LabelSelectorRequirement {
+	if x != nil {
+		return x.MatchExpressions
+	}
+	return nil
+}
+
+// LabelSelectorRequirement is one set-based term of a LabelSelector.
+type LabelSelectorRequirement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Key: the label key (a qualified name).
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Operator: "In", "NotIn", "Exists" or "DoesNotExist" (Kubernetes'
+	// spelling).
+	Operator string `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	// Values: non-empty for In and NotIn, empty for Exists and DoesNotExist.
+	Values        []string `protobuf:"bytes,3,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LabelSelectorRequirement) Reset() {
+	*x = LabelSelectorRequirement{}
+	mi := &file_nodepulse_node_v1_meta_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LabelSelectorRequirement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LabelSelectorRequirement) ProtoMessage() {}
+
+func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_node_v1_meta_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
+func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
+	return file_nodepulse_node_v1_meta_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *LabelSelectorRequirement) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *LabelSelectorRequirement) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *LabelSelectorRequirement) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 var File_nodepulse_node_v1_meta_proto protoreflect.FileDescriptor
 
 const file_nodepulse_node_v1_meta_proto_rawDesc = "" +
@@ -288,7 +412,17 @@ const file_nodepulse_node_v1_meta_proto_rawDesc = "" +
 	"\x03uid\x18\x04 \x01(\tR\x03uid\x12\x1e\n" +
 	"\n" +
 	"controller\x18\x05 \x01(\bR\n" +
-	"controllerB\xc5\x01\n" +
+	"controller\"\xff\x01\n" +
+	"\rLabelSelector\x12T\n" +
+	"\fmatch_labels\x18\x01 \x03(\v21.nodepulse.node.v1.LabelSelector.MatchLabelsEntryR\vmatchLabels\x12X\n" +
+	"\x11match_expressions\x18\x02 \x03(\v2+.nodepulse.node.v1.LabelSelectorRequirementR\x10matchExpressions\x1a>\n" +
+	"\x10MatchLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"`\n" +
+	"\x18LabelSelectorRequirement\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\x12\x16\n" +
+	"\x06values\x18\x03 \x03(\tR\x06valuesB\xc5\x01\n" +
 	"\x15com.nodepulse.node.v1B\tMetaProtoP\x01Z;github.com/nodepulse/nodepulse/gen/nodepulse/node/v1;nodev1\xa2\x02\x03NNX\xaa\x02\x11Nodepulse.Node.V1\xca\x02\x11Nodepulse\\Node\\V1\xe2\x02\x1dNodepulse\\Node\\V1\\GPBMetadata\xea\x02\x13Nodepulse::Node::V1b\x06proto3"
 
 var (
@@ -303,25 +437,30 @@ func file_nodepulse_node_v1_meta_proto_rawDescGZIP() []byte {
 	return file_nodepulse_node_v1_meta_proto_rawDescData
 }
 
-var file_nodepulse_node_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_nodepulse_node_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_nodepulse_node_v1_meta_proto_goTypes = []any{
-	(*ObjectMeta)(nil),            // 0: nodepulse.node.v1.ObjectMeta
-	(*OwnerReference)(nil),        // 1: nodepulse.node.v1.OwnerReference
-	nil,                           // 2: nodepulse.node.v1.ObjectMeta.LabelsEntry
-	nil,                           // 3: nodepulse.node.v1.ObjectMeta.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
+	(*ObjectMeta)(nil),               // 0: nodepulse.node.v1.ObjectMeta
+	(*OwnerReference)(nil),           // 1: nodepulse.node.v1.OwnerReference
+	(*LabelSelector)(nil),            // 2: nodepulse.node.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil), // 3: nodepulse.node.v1.LabelSelectorRequirement
+	nil,                              // 4: nodepulse.node.v1.ObjectMeta.LabelsEntry
+	nil,                              // 5: nodepulse.node.v1.ObjectMeta.AnnotationsEntry
+	nil,                              // 6: nodepulse.node.v1.LabelSelector.MatchLabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 7: google.protobuf.Timestamp
 }
 var file_nodepulse_node_v1_meta_proto_depIdxs = []int32{
-	2, // 0: nodepulse.node.v1.ObjectMeta.labels:type_name -> nodepulse.node.v1.ObjectMeta.LabelsEntry
-	3, // 1: nodepulse.node.v1.ObjectMeta.annotations:type_name -> nodepulse.node.v1.ObjectMeta.AnnotationsEntry
-	4, // 2: nodepulse.node.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
+	4, // 0: nodepulse.node.v1.ObjectMeta.labels:type_name -> nodepulse.node.v1.ObjectMeta.LabelsEntry
+	5, // 1: nodepulse.node.v1.ObjectMeta.annotations:type_name -> nodepulse.node.v1.ObjectMeta.AnnotationsEntry
+	7, // 2: nodepulse.node.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
 	1, // 3: nodepulse.node.v1.ObjectMeta.owner_references:type_name -> nodepulse.node.v1.OwnerReference
-	4, // 4: nodepulse.node.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	7, // 4: nodepulse.node.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	6, // 5: nodepulse.node.v1.LabelSelector.match_labels:type_name -> nodepulse.node.v1.LabelSelector.MatchLabelsEntry
+	3, // 6: nodepulse.node.v1.LabelSelector.match_expressions:type_name -> nodepulse.node.v1.LabelSelectorRequirement
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_nodepulse_node_v1_meta_proto_init() }
@@ -336,7 +475,7 @@ func file_nodepulse_node_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodepulse_node_v1_meta_proto_rawDesc), len(file_nodepulse_node_v1_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -9,6 +9,7 @@ package nodev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -1325,11 +1326,441 @@ func (x *ListEventsResponse) GetEvents() []*Event {
 	return nil
 }
 
+// DrainNodeRequest names the node to drain and kubectl drain's options.
+type DrainNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name of the node.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// IgnoreDaemonsets skips DaemonSet-owned pods instead of refusing the
+	// drain (their controller would recreate them on the node anyway).
+	IgnoreDaemonsets bool `protobuf:"varint,2,opt,name=ignore_daemonsets,json=ignoreDaemonsets,proto3" json:"ignore_daemonsets,omitempty"`
+	// DeleteEmptydirData lets pods with emptyDir volumes go (their data is
+	// lost) instead of refusing the drain.
+	DeleteEmptydirData bool `protobuf:"varint,3,opt,name=delete_emptydir_data,json=deleteEmptydirData,proto3" json:"delete_emptydir_data,omitempty"`
+	// Force lets pods without a controller owner go (nothing recreates them)
+	// instead of refusing the drain.
+	Force bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
+	// GracePeriodSeconds overrides each pod's termination grace period;
+	// unset uses the pod's own (kubectl's --grace-period=-1).
+	GracePeriodSeconds *int64 `protobuf:"varint,5,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	// Timeout bounds the whole drain; unset or zero waits for ever (kubectl's
+	// --timeout=0). On expiry the stream ends with Done{drained: false}.
+	Timeout *durationpb.Duration `protobuf:"bytes,6,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// PodSelector, in Kubernetes label selector syntax, limits the drain to
+	// the pods it matches.
+	PodSelector string `protobuf:"bytes,7,opt,name=pod_selector,json=podSelector,proto3" json:"pod_selector,omitempty"`
+	// DisableEviction deletes the pods directly, bypassing the disruption
+	// budgets (kubectl's --disable-eviction).
+	DisableEviction bool `protobuf:"varint,8,opt,name=disable_eviction,json=disableEviction,proto3" json:"disable_eviction,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DrainNodeRequest) Reset() {
+	*x = DrainNodeRequest{}
+	mi := &file_nodepulse_node_v1_node_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeRequest) ProtoMessage() {}
+
+func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_node_v1_node_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
+func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
+	return file_nodepulse_node_v1_node_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *DrainNodeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DrainNodeRequest) GetIgnoreDaemonsets() bool {
+	if x != nil {
+		return x.IgnoreDaemonsets
+	}
+	return false
+}
+
+func (x *DrainNodeRequest) GetDeleteEmptydirData() bool {
+	if x != nil {
+		return x.DeleteEmptydirData
+	}
+	return false
+}
+
+func (x *DrainNodeRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *DrainNodeRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *DrainNodeRequest) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+func (x *DrainNodeRequest) GetPodSelector() string {
+	if x != nil {
+		return x.PodSelector
+	}
+	return ""
+}
+
+func (x *DrainNodeRequest) GetDisableEviction() bool {
+	if x != nil {
+		return x.DisableEviction
+	}
+	return false
+}
+
+// DrainNodeResponse is one step of a drain.
+type DrainNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Event is one of the steps.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*DrainNodeResponse_Cordoned
+	//	*DrainNodeResponse_AlreadyCordoned
+	//	*DrainNodeResponse_Pod
+	//	*DrainNodeResponse_Warning_
+	//	*DrainNodeResponse_Done_
+	Event         isDrainNodeResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNodeResponse) Reset() {
+	*x = DrainNodeResponse{}
+	mi := &file_nodepulse_node_v1_node_service_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeResponse) ProtoMessage() {}
+
+func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_node_v1_node_service_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
+func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
+	return file_nodepulse_node_v1_node_service_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DrainNodeResponse) GetEvent() isDrainNodeResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *DrainNodeResponse) GetCordoned() string {
+	if x != nil {
+		if x, ok := x.Event.(*DrainNodeResponse_Cordoned); ok {
+			return x.Cordoned
+		}
+	}
+	return ""
+}
+
+func (x *DrainNodeResponse) GetAlreadyCordoned() string {
+	if x != nil {
+		if x, ok := x.Event.(*DrainNodeResponse_AlreadyCordoned); ok {
+			return x.AlreadyCordoned
+		}
+	}
+	return ""
+}
+
+func (x *DrainNodeResponse) GetPod() *DrainNodeResponse_PodProgress {
+	if x != nil {
+		if x, ok := x.Event.(*DrainNodeResponse_Pod); ok {
+			return x.Pod
+		}
+	}
+	return nil
+}
+
+func (x *DrainNodeResponse) GetWarning() *DrainNodeResponse_Warning {
+	if x != nil {
+		if x, ok := x.Event.(*DrainNodeResponse_Warning_); ok {
+			return x.Warning
+		}
+	}
+	return nil
+}
+
+func (x *DrainNodeResponse) GetDone() *DrainNodeResponse_Done {
+	if x != nil {
+		if x, ok := x.Event.(*DrainNodeResponse_Done_); ok {
+			return x.Done
+		}
+	}
+	return nil
+}
+
+type isDrainNodeResponse_Event interface {
+	isDrainNodeResponse_Event()
+}
+
+type DrainNodeResponse_Cordoned struct {
+	// Cordoned names the node the drain cordoned.
+	Cordoned string `protobuf:"bytes,1,opt,name=cordoned,proto3,oneof"`
+}
+
+type DrainNodeResponse_AlreadyCordoned struct {
+	// AlreadyCordoned names the node that was already cordoned.
+	AlreadyCordoned string `protobuf:"bytes,2,opt,name=already_cordoned,json=alreadyCordoned,proto3,oneof"`
+}
+
+type DrainNodeResponse_Pod struct {
+	// Pod is progress on one pod.
+	Pod *DrainNodeResponse_PodProgress `protobuf:"bytes,3,opt,name=pod,proto3,oneof"`
+}
+
+type DrainNodeResponse_Warning_ struct {
+	// Warning for the operator.
+	Warning *DrainNodeResponse_Warning `protobuf:"bytes,4,opt,name=warning,proto3,oneof"`
+}
+
+type DrainNodeResponse_Done_ struct {
+	// Done is the last message.
+	Done *DrainNodeResponse_Done `protobuf:"bytes,5,opt,name=done,proto3,oneof"`
+}
+
+func (*DrainNodeResponse_Cordoned) isDrainNodeResponse_Event() {}
+
+func (*DrainNodeResponse_AlreadyCordoned) isDrainNodeResponse_Event() {}
+
+func (*DrainNodeResponse_Pod) isDrainNodeResponse_Event() {}
+
+func (*DrainNodeResponse_Warning_) isDrainNodeResponse_Event() {}
+
+func (*DrainNodeResponse_Done_) isDrainNodeResponse_Event() {}
+
+// PodProgress reports what happens to one pod.
+type DrainNodeResponse_PodProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Namespace of the pod.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Name of the pod.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Action: "evicting", "evicted", "deleted", "skipped", "waiting",
+	// "retrying" or "refused".
+	Action string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	// Message: why, in words (e.g. the disruption budget's refusal).
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNodeResponse_PodProgress) Reset() {
+	*x = DrainNodeResponse_PodProgress{}
+	mi := &file_nodepulse_node_v1_node_service_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeResponse_PodProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeResponse_PodProgress) ProtoMessage() {}
+
+func (x *DrainNodeResponse_PodProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_node_v1_node_service_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeResponse_PodProgress.ProtoReflect.Descriptor instead.
+func (*DrainNodeResponse_PodProgress) Descriptor() ([]byte, []int) {
+	return file_nodepulse_node_v1_node_service_proto_rawDescGZIP(), []int{25, 0}
+}
+
+func (x *DrainNodeResponse_PodProgress) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *DrainNodeResponse_PodProgress) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DrainNodeResponse_PodProgress) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *DrainNodeResponse_PodProgress) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// Warning is something the operator should know that does not stop the
+// drain (e.g. "ignoring DaemonSet-managed Pods: ...").
+type DrainNodeResponse_Warning struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Message in words.
+	Message       string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNodeResponse_Warning) Reset() {
+	*x = DrainNodeResponse_Warning{}
+	mi := &file_nodepulse_node_v1_node_service_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeResponse_Warning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeResponse_Warning) ProtoMessage() {}
+
+func (x *DrainNodeResponse_Warning) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_node_v1_node_service_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeResponse_Warning.ProtoReflect.Descriptor instead.
+func (*DrainNodeResponse_Warning) Descriptor() ([]byte, []int) {
+	return file_nodepulse_node_v1_node_service_proto_rawDescGZIP(), []int{25, 1}
+}
+
+func (x *DrainNodeResponse_Warning) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// Done ends the stream.
+type DrainNodeResponse_Done struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Drained is true when every pod the drain handles is gone.
+	Drained bool `protobuf:"varint,1,opt,name=drained,proto3" json:"drained,omitempty"`
+	// Message in words: "node/n1 drained", or why not.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNodeResponse_Done) Reset() {
+	*x = DrainNodeResponse_Done{}
+	mi := &file_nodepulse_node_v1_node_service_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeResponse_Done) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeResponse_Done) ProtoMessage() {}
+
+func (x *DrainNodeResponse_Done) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_node_v1_node_service_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeResponse_Done.ProtoReflect.Descriptor instead.
+func (*DrainNodeResponse_Done) Descriptor() ([]byte, []int) {
+	return file_nodepulse_node_v1_node_service_proto_rawDescGZIP(), []int{25, 2}
+}
+
+func (x *DrainNodeResponse_Done) GetDrained() bool {
+	if x != nil {
+		return x.Drained
+	}
+	return false
+}
+
+func (x *DrainNodeResponse_Done) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_nodepulse_node_v1_node_service_proto protoreflect.FileDescriptor
 
 const file_nodepulse_node_v1_node_service_proto_rawDesc = "" +
 	"\n" +
-	"$nodepulse/node/v1/node_service.proto\x12\x11nodepulse.node.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dnodepulse/node/v1/event.proto\x1a\x1dnodepulse/node/v1/lease.proto\x1a\x1cnodepulse/node/v1/node.proto\x1a\x1dnodepulse/node/v1/taint.proto\"$\n" +
+	"$nodepulse/node/v1/node_service.proto\x12\x11nodepulse.node.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dnodepulse/node/v1/event.proto\x1a\x1dnodepulse/node/v1/lease.proto\x1a\x1cnodepulse/node/v1/node.proto\x1a\x1dnodepulse/node/v1/taint.proto\"$\n" +
 	"\x0eGetNodeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\">\n" +
 	"\x0fGetNodeResponse\x12+\n" +
@@ -1400,7 +1831,34 @@ const file_nodepulse_node_v1_node_service_proto_rawDesc = "" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\x05R\x05limit\"F\n" +
 	"\x12ListEventsResponse\x120\n" +
-	"\x06events\x18\x01 \x03(\v2\x18.nodepulse.node.v1.EventR\x06events2\xe2\b\n" +
+	"\x06events\x18\x01 \x03(\v2\x18.nodepulse.node.v1.EventR\x06events\"\xee\x02\n" +
+	"\x10DrainNodeRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12+\n" +
+	"\x11ignore_daemonsets\x18\x02 \x01(\bR\x10ignoreDaemonsets\x120\n" +
+	"\x14delete_emptydir_data\x18\x03 \x01(\bR\x12deleteEmptydirData\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\x125\n" +
+	"\x14grace_period_seconds\x18\x05 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x123\n" +
+	"\atimeout\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12!\n" +
+	"\fpod_selector\x18\a \x01(\tR\vpodSelector\x12)\n" +
+	"\x10disable_eviction\x18\b \x01(\bR\x0fdisableEvictionB\x17\n" +
+	"\x15_grace_period_seconds\"\x8c\x04\n" +
+	"\x11DrainNodeResponse\x12\x1c\n" +
+	"\bcordoned\x18\x01 \x01(\tH\x00R\bcordoned\x12+\n" +
+	"\x10already_cordoned\x18\x02 \x01(\tH\x00R\x0falreadyCordoned\x12D\n" +
+	"\x03pod\x18\x03 \x01(\v20.nodepulse.node.v1.DrainNodeResponse.PodProgressH\x00R\x03pod\x12H\n" +
+	"\awarning\x18\x04 \x01(\v2,.nodepulse.node.v1.DrainNodeResponse.WarningH\x00R\awarning\x12?\n" +
+	"\x04done\x18\x05 \x01(\v2).nodepulse.node.v1.DrainNodeResponse.DoneH\x00R\x04done\x1aq\n" +
+	"\vPodProgress\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\tR\x06action\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x1a#\n" +
+	"\aWarning\x12\x18\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\x1a:\n" +
+	"\x04Done\x12\x18\n" +
+	"\adrained\x18\x01 \x01(\bR\adrained\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessageB\a\n" +
+	"\x05event2\xbc\t\n" +
 	"\vNodeService\x12P\n" +
 	"\aGetNode\x12!.nodepulse.node.v1.GetNodeRequest\x1a\".nodepulse.node.v1.GetNodeResponse\x12V\n" +
 	"\tListNodes\x12#.nodepulse.node.v1.ListNodesRequest\x1a$.nodepulse.node.v1.ListNodesResponse\x12[\n" +
@@ -1417,7 +1875,8 @@ const file_nodepulse_node_v1_node_service_proto_rawDesc = "" +
 	"\x13RequestStatusUpdate\x12-.nodepulse.node.v1.RequestStatusUpdateRequest\x1a..nodepulse.node.v1.RequestStatusUpdateResponse\x12\\\n" +
 	"\vExplainNode\x12%.nodepulse.node.v1.ExplainNodeRequest\x1a&.nodepulse.node.v1.ExplainNodeResponse\x12Y\n" +
 	"\n" +
-	"ListEvents\x12$.nodepulse.node.v1.ListEventsRequest\x1a%.nodepulse.node.v1.ListEventsResponseB\xcc\x01\n" +
+	"ListEvents\x12$.nodepulse.node.v1.ListEventsRequest\x1a%.nodepulse.node.v1.ListEventsResponse\x12X\n" +
+	"\tDrainNode\x12#.nodepulse.node.v1.DrainNodeRequest\x1a$.nodepulse.node.v1.DrainNodeResponse0\x01B\xcc\x01\n" +
 	"\x15com.nodepulse.node.v1B\x10NodeServiceProtoP\x01Z;github.com/nodepulse/nodepulse/gen/nodepulse/node/v1;nodev1\xa2\x02\x03NNX\xaa\x02\x11Nodepulse.Node.V1\xca\x02\x11Nodepulse\\Node\\V1\xe2\x02\x1dNodepulse\\Node\\V1\\GPBMetadata\xea\x02\x13Nodepulse::Node::V1b\x06proto3"
 
 var (
@@ -1432,82 +1891,94 @@ func file_nodepulse_node_v1_node_service_proto_rawDescGZIP() []byte {
 	return file_nodepulse_node_v1_node_service_proto_rawDescData
 }
 
-var file_nodepulse_node_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_nodepulse_node_v1_node_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_nodepulse_node_v1_node_service_proto_goTypes = []any{
-	(*GetNodeRequest)(nil),              // 0: nodepulse.node.v1.GetNodeRequest
-	(*GetNodeResponse)(nil),             // 1: nodepulse.node.v1.GetNodeResponse
-	(*ListNodesRequest)(nil),            // 2: nodepulse.node.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),           // 3: nodepulse.node.v1.ListNodesResponse
-	(*WatchNodesRequest)(nil),           // 4: nodepulse.node.v1.WatchNodesRequest
-	(*WatchNodesResponse)(nil),          // 5: nodepulse.node.v1.WatchNodesResponse
-	(*GetLeaseRequest)(nil),             // 6: nodepulse.node.v1.GetLeaseRequest
-	(*GetLeaseResponse)(nil),            // 7: nodepulse.node.v1.GetLeaseResponse
-	(*CordonNodeRequest)(nil),           // 8: nodepulse.node.v1.CordonNodeRequest
-	(*CordonNodeResponse)(nil),          // 9: nodepulse.node.v1.CordonNodeResponse
-	(*UncordonNodeRequest)(nil),         // 10: nodepulse.node.v1.UncordonNodeRequest
-	(*UncordonNodeResponse)(nil),        // 11: nodepulse.node.v1.UncordonNodeResponse
-	(*AddTaintRequest)(nil),             // 12: nodepulse.node.v1.AddTaintRequest
-	(*AddTaintResponse)(nil),            // 13: nodepulse.node.v1.AddTaintResponse
-	(*RemoveTaintRequest)(nil),          // 14: nodepulse.node.v1.RemoveTaintRequest
-	(*RemoveTaintResponse)(nil),         // 15: nodepulse.node.v1.RemoveTaintResponse
-	(*DeleteNodeRequest)(nil),           // 16: nodepulse.node.v1.DeleteNodeRequest
-	(*DeleteNodeResponse)(nil),          // 17: nodepulse.node.v1.DeleteNodeResponse
-	(*RequestStatusUpdateRequest)(nil),  // 18: nodepulse.node.v1.RequestStatusUpdateRequest
-	(*RequestStatusUpdateResponse)(nil), // 19: nodepulse.node.v1.RequestStatusUpdateResponse
-	(*ExplainNodeRequest)(nil),          // 20: nodepulse.node.v1.ExplainNodeRequest
-	(*ExplainNodeResponse)(nil),         // 21: nodepulse.node.v1.ExplainNodeResponse
-	(*ListEventsRequest)(nil),           // 22: nodepulse.node.v1.ListEventsRequest
-	(*ListEventsResponse)(nil),          // 23: nodepulse.node.v1.ListEventsResponse
-	(*Node)(nil),                        // 24: nodepulse.node.v1.Node
-	(*Lease)(nil),                       // 25: nodepulse.node.v1.Lease
-	(*timestamppb.Timestamp)(nil),       // 26: google.protobuf.Timestamp
-	(*Taint)(nil),                       // 27: nodepulse.node.v1.Taint
-	(*Event)(nil),                       // 28: nodepulse.node.v1.Event
+	(*GetNodeRequest)(nil),                // 0: nodepulse.node.v1.GetNodeRequest
+	(*GetNodeResponse)(nil),               // 1: nodepulse.node.v1.GetNodeResponse
+	(*ListNodesRequest)(nil),              // 2: nodepulse.node.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),             // 3: nodepulse.node.v1.ListNodesResponse
+	(*WatchNodesRequest)(nil),             // 4: nodepulse.node.v1.WatchNodesRequest
+	(*WatchNodesResponse)(nil),            // 5: nodepulse.node.v1.WatchNodesResponse
+	(*GetLeaseRequest)(nil),               // 6: nodepulse.node.v1.GetLeaseRequest
+	(*GetLeaseResponse)(nil),              // 7: nodepulse.node.v1.GetLeaseResponse
+	(*CordonNodeRequest)(nil),             // 8: nodepulse.node.v1.CordonNodeRequest
+	(*CordonNodeResponse)(nil),            // 9: nodepulse.node.v1.CordonNodeResponse
+	(*UncordonNodeRequest)(nil),           // 10: nodepulse.node.v1.UncordonNodeRequest
+	(*UncordonNodeResponse)(nil),          // 11: nodepulse.node.v1.UncordonNodeResponse
+	(*AddTaintRequest)(nil),               // 12: nodepulse.node.v1.AddTaintRequest
+	(*AddTaintResponse)(nil),              // 13: nodepulse.node.v1.AddTaintResponse
+	(*RemoveTaintRequest)(nil),            // 14: nodepulse.node.v1.RemoveTaintRequest
+	(*RemoveTaintResponse)(nil),           // 15: nodepulse.node.v1.RemoveTaintResponse
+	(*DeleteNodeRequest)(nil),             // 16: nodepulse.node.v1.DeleteNodeRequest
+	(*DeleteNodeResponse)(nil),            // 17: nodepulse.node.v1.DeleteNodeResponse
+	(*RequestStatusUpdateRequest)(nil),    // 18: nodepulse.node.v1.RequestStatusUpdateRequest
+	(*RequestStatusUpdateResponse)(nil),   // 19: nodepulse.node.v1.RequestStatusUpdateResponse
+	(*ExplainNodeRequest)(nil),            // 20: nodepulse.node.v1.ExplainNodeRequest
+	(*ExplainNodeResponse)(nil),           // 21: nodepulse.node.v1.ExplainNodeResponse
+	(*ListEventsRequest)(nil),             // 22: nodepulse.node.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),            // 23: nodepulse.node.v1.ListEventsResponse
+	(*DrainNodeRequest)(nil),              // 24: nodepulse.node.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),             // 25: nodepulse.node.v1.DrainNodeResponse
+	(*DrainNodeResponse_PodProgress)(nil), // 26: nodepulse.node.v1.DrainNodeResponse.PodProgress
+	(*DrainNodeResponse_Warning)(nil),     // 27: nodepulse.node.v1.DrainNodeResponse.Warning
+	(*DrainNodeResponse_Done)(nil),        // 28: nodepulse.node.v1.DrainNodeResponse.Done
+	(*Node)(nil),                          // 29: nodepulse.node.v1.Node
+	(*Lease)(nil),                         // 30: nodepulse.node.v1.Lease
+	(*timestamppb.Timestamp)(nil),         // 31: google.protobuf.Timestamp
+	(*Taint)(nil),                         // 32: nodepulse.node.v1.Taint
+	(*Event)(nil),                         // 33: nodepulse.node.v1.Event
+	(*durationpb.Duration)(nil),           // 34: google.protobuf.Duration
 }
 var file_nodepulse_node_v1_node_service_proto_depIdxs = []int32{
-	24, // 0: nodepulse.node.v1.GetNodeResponse.node:type_name -> nodepulse.node.v1.Node
-	24, // 1: nodepulse.node.v1.ListNodesResponse.nodes:type_name -> nodepulse.node.v1.Node
-	24, // 2: nodepulse.node.v1.WatchNodesResponse.node:type_name -> nodepulse.node.v1.Node
-	25, // 3: nodepulse.node.v1.GetLeaseResponse.lease:type_name -> nodepulse.node.v1.Lease
-	26, // 4: nodepulse.node.v1.GetLeaseResponse.observed_renew_time:type_name -> google.protobuf.Timestamp
-	26, // 5: nodepulse.node.v1.GetLeaseResponse.observed_time:type_name -> google.protobuf.Timestamp
-	24, // 6: nodepulse.node.v1.CordonNodeResponse.node:type_name -> nodepulse.node.v1.Node
-	24, // 7: nodepulse.node.v1.UncordonNodeResponse.node:type_name -> nodepulse.node.v1.Node
-	27, // 8: nodepulse.node.v1.AddTaintRequest.taint:type_name -> nodepulse.node.v1.Taint
-	24, // 9: nodepulse.node.v1.AddTaintResponse.node:type_name -> nodepulse.node.v1.Node
-	24, // 10: nodepulse.node.v1.RemoveTaintResponse.node:type_name -> nodepulse.node.v1.Node
-	24, // 11: nodepulse.node.v1.DeleteNodeResponse.node:type_name -> nodepulse.node.v1.Node
-	24, // 12: nodepulse.node.v1.ExplainNodeResponse.node:type_name -> nodepulse.node.v1.Node
-	28, // 13: nodepulse.node.v1.ListEventsResponse.events:type_name -> nodepulse.node.v1.Event
-	0,  // 14: nodepulse.node.v1.NodeService.GetNode:input_type -> nodepulse.node.v1.GetNodeRequest
-	2,  // 15: nodepulse.node.v1.NodeService.ListNodes:input_type -> nodepulse.node.v1.ListNodesRequest
-	4,  // 16: nodepulse.node.v1.NodeService.WatchNodes:input_type -> nodepulse.node.v1.WatchNodesRequest
-	6,  // 17: nodepulse.node.v1.NodeService.GetLease:input_type -> nodepulse.node.v1.GetLeaseRequest
-	8,  // 18: nodepulse.node.v1.NodeService.CordonNode:input_type -> nodepulse.node.v1.CordonNodeRequest
-	10, // 19: nodepulse.node.v1.NodeService.UncordonNode:input_type -> nodepulse.node.v1.UncordonNodeRequest
-	12, // 20: nodepulse.node.v1.NodeService.AddTaint:input_type -> nodepulse.node.v1.AddTaintRequest
-	14, // 21: nodepulse.node.v1.NodeService.RemoveTaint:input_type -> nodepulse.node.v1.RemoveTaintRequest
-	16, // 22: nodepulse.node.v1.NodeService.DeleteNode:input_type -> nodepulse.node.v1.DeleteNodeRequest
-	18, // 23: nodepulse.node.v1.NodeService.RequestStatusUpdate:input_type -> nodepulse.node.v1.RequestStatusUpdateRequest
-	20, // 24: nodepulse.node.v1.NodeService.ExplainNode:input_type -> nodepulse.node.v1.ExplainNodeRequest
-	22, // 25: nodepulse.node.v1.NodeService.ListEvents:input_type -> nodepulse.node.v1.ListEventsRequest
-	1,  // 26: nodepulse.node.v1.NodeService.GetNode:output_type -> nodepulse.node.v1.GetNodeResponse
-	3,  // 27: nodepulse.node.v1.NodeService.ListNodes:output_type -> nodepulse.node.v1.ListNodesResponse
-	5,  // 28: nodepulse.node.v1.NodeService.WatchNodes:output_type -> nodepulse.node.v1.WatchNodesResponse
-	7,  // 29: nodepulse.node.v1.NodeService.GetLease:output_type -> nodepulse.node.v1.GetLeaseResponse
-	9,  // 30: nodepulse.node.v1.NodeService.CordonNode:output_type -> nodepulse.node.v1.CordonNodeResponse
-	11, // 31: nodepulse.node.v1.NodeService.UncordonNode:output_type -> nodepulse.node.v1.UncordonNodeResponse
-	13, // 32: nodepulse.node.v1.NodeService.AddTaint:output_type -> nodepulse.node.v1.AddTaintResponse
-	15, // 33: nodepulse.node.v1.NodeService.RemoveTaint:output_type -> nodepulse.node.v1.RemoveTaintResponse
-	17, // 34: nodepulse.node.v1.NodeService.DeleteNode:output_type -> nodepulse.node.v1.DeleteNodeResponse
-	19, // 35: nodepulse.node.v1.NodeService.RequestStatusUpdate:output_type -> nodepulse.node.v1.RequestStatusUpdateResponse
-	21, // 36: nodepulse.node.v1.NodeService.ExplainNode:output_type -> nodepulse.node.v1.ExplainNodeResponse
-	23, // 37: nodepulse.node.v1.NodeService.ListEvents:output_type -> nodepulse.node.v1.ListEventsResponse
-	26, // [26:38] is the sub-list for method output_type
-	14, // [14:26] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	29, // 0: nodepulse.node.v1.GetNodeResponse.node:type_name -> nodepulse.node.v1.Node
+	29, // 1: nodepulse.node.v1.ListNodesResponse.nodes:type_name -> nodepulse.node.v1.Node
+	29, // 2: nodepulse.node.v1.WatchNodesResponse.node:type_name -> nodepulse.node.v1.Node
+	30, // 3: nodepulse.node.v1.GetLeaseResponse.lease:type_name -> nodepulse.node.v1.Lease
+	31, // 4: nodepulse.node.v1.GetLeaseResponse.observed_renew_time:type_name -> google.protobuf.Timestamp
+	31, // 5: nodepulse.node.v1.GetLeaseResponse.observed_time:type_name -> google.protobuf.Timestamp
+	29, // 6: nodepulse.node.v1.CordonNodeResponse.node:type_name -> nodepulse.node.v1.Node
+	29, // 7: nodepulse.node.v1.UncordonNodeResponse.node:type_name -> nodepulse.node.v1.Node
+	32, // 8: nodepulse.node.v1.AddTaintRequest.taint:type_name -> nodepulse.node.v1.Taint
+	29, // 9: nodepulse.node.v1.AddTaintResponse.node:type_name -> nodepulse.node.v1.Node
+	29, // 10: nodepulse.node.v1.RemoveTaintResponse.node:type_name -> nodepulse.node.v1.Node
+	29, // 11: nodepulse.node.v1.DeleteNodeResponse.node:type_name -> nodepulse.node.v1.Node
+	29, // 12: nodepulse.node.v1.ExplainNodeResponse.node:type_name -> nodepulse.node.v1.Node
+	33, // 13: nodepulse.node.v1.ListEventsResponse.events:type_name -> nodepulse.node.v1.Event
+	34, // 14: nodepulse.node.v1.DrainNodeRequest.timeout:type_name -> google.protobuf.Duration
+	26, // 15: nodepulse.node.v1.DrainNodeResponse.pod:type_name -> nodepulse.node.v1.DrainNodeResponse.PodProgress
+	27, // 16: nodepulse.node.v1.DrainNodeResponse.warning:type_name -> nodepulse.node.v1.DrainNodeResponse.Warning
+	28, // 17: nodepulse.node.v1.DrainNodeResponse.done:type_name -> nodepulse.node.v1.DrainNodeResponse.Done
+	0,  // 18: nodepulse.node.v1.NodeService.GetNode:input_type -> nodepulse.node.v1.GetNodeRequest
+	2,  // 19: nodepulse.node.v1.NodeService.ListNodes:input_type -> nodepulse.node.v1.ListNodesRequest
+	4,  // 20: nodepulse.node.v1.NodeService.WatchNodes:input_type -> nodepulse.node.v1.WatchNodesRequest
+	6,  // 21: nodepulse.node.v1.NodeService.GetLease:input_type -> nodepulse.node.v1.GetLeaseRequest
+	8,  // 22: nodepulse.node.v1.NodeService.CordonNode:input_type -> nodepulse.node.v1.CordonNodeRequest
+	10, // 23: nodepulse.node.v1.NodeService.UncordonNode:input_type -> nodepulse.node.v1.UncordonNodeRequest
+	12, // 24: nodepulse.node.v1.NodeService.AddTaint:input_type -> nodepulse.node.v1.AddTaintRequest
+	14, // 25: nodepulse.node.v1.NodeService.RemoveTaint:input_type -> nodepulse.node.v1.RemoveTaintRequest
+	16, // 26: nodepulse.node.v1.NodeService.DeleteNode:input_type -> nodepulse.node.v1.DeleteNodeRequest
+	18, // 27: nodepulse.node.v1.NodeService.RequestStatusUpdate:input_type -> nodepulse.node.v1.RequestStatusUpdateRequest
+	20, // 28: nodepulse.node.v1.NodeService.ExplainNode:input_type -> nodepulse.node.v1.ExplainNodeRequest
+	22, // 29: nodepulse.node.v1.NodeService.ListEvents:input_type -> nodepulse.node.v1.ListEventsRequest
+	24, // 30: nodepulse.node.v1.NodeService.DrainNode:input_type -> nodepulse.node.v1.DrainNodeRequest
+	1,  // 31: nodepulse.node.v1.NodeService.GetNode:output_type -> nodepulse.node.v1.GetNodeResponse
+	3,  // 32: nodepulse.node.v1.NodeService.ListNodes:output_type -> nodepulse.node.v1.ListNodesResponse
+	5,  // 33: nodepulse.node.v1.NodeService.WatchNodes:output_type -> nodepulse.node.v1.WatchNodesResponse
+	7,  // 34: nodepulse.node.v1.NodeService.GetLease:output_type -> nodepulse.node.v1.GetLeaseResponse
+	9,  // 35: nodepulse.node.v1.NodeService.CordonNode:output_type -> nodepulse.node.v1.CordonNodeResponse
+	11, // 36: nodepulse.node.v1.NodeService.UncordonNode:output_type -> nodepulse.node.v1.UncordonNodeResponse
+	13, // 37: nodepulse.node.v1.NodeService.AddTaint:output_type -> nodepulse.node.v1.AddTaintResponse
+	15, // 38: nodepulse.node.v1.NodeService.RemoveTaint:output_type -> nodepulse.node.v1.RemoveTaintResponse
+	17, // 39: nodepulse.node.v1.NodeService.DeleteNode:output_type -> nodepulse.node.v1.DeleteNodeResponse
+	19, // 40: nodepulse.node.v1.NodeService.RequestStatusUpdate:output_type -> nodepulse.node.v1.RequestStatusUpdateResponse
+	21, // 41: nodepulse.node.v1.NodeService.ExplainNode:output_type -> nodepulse.node.v1.ExplainNodeResponse
+	23, // 42: nodepulse.node.v1.NodeService.ListEvents:output_type -> nodepulse.node.v1.ListEventsResponse
+	25, // 43: nodepulse.node.v1.NodeService.DrainNode:output_type -> nodepulse.node.v1.DrainNodeResponse
+	31, // [31:44] is the sub-list for method output_type
+	18, // [18:31] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_nodepulse_node_v1_node_service_proto_init() }
@@ -1520,13 +1991,21 @@ func file_nodepulse_node_v1_node_service_proto_init() {
 	file_nodepulse_node_v1_node_proto_init()
 	file_nodepulse_node_v1_taint_proto_init()
 	file_nodepulse_node_v1_node_service_proto_msgTypes[2].OneofWrappers = []any{}
+	file_nodepulse_node_v1_node_service_proto_msgTypes[24].OneofWrappers = []any{}
+	file_nodepulse_node_v1_node_service_proto_msgTypes[25].OneofWrappers = []any{
+		(*DrainNodeResponse_Cordoned)(nil),
+		(*DrainNodeResponse_AlreadyCordoned)(nil),
+		(*DrainNodeResponse_Pod)(nil),
+		(*DrainNodeResponse_Warning_)(nil),
+		(*DrainNodeResponse_Done_)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodepulse_node_v1_node_service_proto_rawDesc), len(file_nodepulse_node_v1_node_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

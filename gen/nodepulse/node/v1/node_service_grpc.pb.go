@@ -31,6 +31,7 @@ const (
 	NodeService_RequestStatusUpdate_FullMethodName = "/nodepulse.node.v1.NodeService/RequestStatusUpdate"
 	NodeService_ExplainNode_FullMethodName         = "/nodepulse.node.v1.NodeService/ExplainNode"
 	NodeService_ListEvents_FullMethodName          = "/nodepulse.node.v1.NodeService/ListEvents"
+	NodeService_DrainNode_FullMethodName           = "/nodepulse.node.v1.NodeService/DrainNode"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -71,6 +72,19 @@ type NodeServiceClient interface {
 	ExplainNode(ctx context.Context, in *ExplainNodeRequest, opts ...grpc.CallOption) (*ExplainNodeResponse, error)
 	// ListEvents returns recent events, optionally about one object.
 	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
+	// DrainNode empties a node for maintenance as `kubectl drain` does:
+	// cordon it, then evict (nodepulse.pod.v1.PodService.EvictPod semantics,
+	// through the disruption budgets, retrying refusals) or delete every pod
+	// bound to it that the filters let go, and wait until they are gone. The
+	// filters, as kubectl's: DaemonSet-owned pods are refused unless
+	// ignore_daemonsets (then skipped); mirror (static) pods are skipped; pods
+	// without a controller owner are refused unless force; pods with emptyDir
+	// volumes are refused unless delete_emptydir_data. Any refusal stops the
+	// drain before anything is evicted, with the node left cordoned. The
+	// stream reports each step; it ends with Done, whose drained is false on
+	// a timeout or refusal (the node stays cordoned). Idempotent: running it
+	// again resumes where it stopped. Needs the operator role.
+	DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DrainNodeResponse], error)
 }
 
 type nodeServiceClient struct {
@@ -210,6 +224,25 @@ func (c *nodeServiceClient) ListEvents(ctx context.Context, in *ListEventsReques
 	return out, nil
 }
 
+func (c *nodeServiceClient) DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DrainNodeResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &NodeService_ServiceDesc.Streams[1], NodeService_DrainNode_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[DrainNodeRequest, DrainNodeResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_DrainNodeClient = grpc.ServerStreamingClient[DrainNodeResponse]
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -248,6 +281,19 @@ type NodeServiceServer interface {
 	ExplainNode(context.Context, *ExplainNodeRequest) (*ExplainNodeResponse, error)
 	// ListEvents returns recent events, optionally about one object.
 	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)
+	// DrainNode empties a node for maintenance as `kubectl drain` does:
+	// cordon it, then evict (nodepulse.pod.v1.PodService.EvictPod semantics,
+	// through the disruption budgets, retrying refusals) or delete every pod
+	// bound to it that the filters let go, and wait until they are gone. The
+	// filters, as kubectl's: DaemonSet-owned pods are refused unless
+	// ignore_daemonsets (then skipped); mirror (static) pods are skipped; pods
+	// without a controller owner are refused unless force; pods with emptyDir
+	// volumes are refused unless delete_emptydir_data. Any refusal stops the
+	// drain before anything is evicted, with the node left cordoned. The
+	// stream reports each step; it ends with Done, whose drained is false on
+	// a timeout or refusal (the node stays cordoned). Idempotent: running it
+	// again resumes where it stopped. Needs the operator role.
+	DrainNode(*DrainNodeRequest, grpc.ServerStreamingServer[DrainNodeResponse]) error
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -293,6 +339,9 @@ func (UnimplementedNodeServiceServer) ExplainNode(context.Context, *ExplainNodeR
 }
 func (UnimplementedNodeServiceServer) ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListEvents not implemented")
+}
+func (UnimplementedNodeServiceServer) DrainNode(*DrainNodeRequest, grpc.ServerStreamingServer[DrainNodeResponse]) error {
+	return status.Error(codes.Unimplemented, "method DrainNode not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -524,6 +573,17 @@ func _NodeService_ListEvents_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_DrainNode_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(DrainNodeRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(NodeServiceServer).DrainNode(m, &grpc.GenericServerStream[DrainNodeRequest, DrainNodeResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type NodeService_DrainNodeServer = grpc.ServerStreamingServer[DrainNodeResponse]
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -580,6 +640,11 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchNodes",
 			Handler:       _NodeService_WatchNodes_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "DrainNode",
+			Handler:       _NodeService_DrainNode_Handler,
 			ServerStreams: true,
 		},
 	},

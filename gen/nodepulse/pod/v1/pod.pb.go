@@ -105,8 +105,12 @@ type PodSpec struct {
 	// pod when the request names none; defaulted to 30 at creation, as in
 	// Kubernetes.
 	TerminationGracePeriodSeconds *int64 `protobuf:"varint,4,opt,name=termination_grace_period_seconds,json=terminationGracePeriodSeconds,proto3,oneof" json:"termination_grace_period_seconds,omitempty"`
-	unknownFields                 protoimpl.UnknownFields
-	sizeCache                     protoimpl.SizeCache
+	// Volumes of the pod. nodepulse stores only what the lifecycle needs to
+	// know about them: drain refuses (or, with delete_emptydir_data, deletes)
+	// pods with emptyDir volumes, whose data is lost with the pod.
+	Volumes       []*Volume `protobuf:"bytes,5,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PodSpec) Reset() {
@@ -167,6 +171,183 @@ func (x *PodSpec) GetTerminationGracePeriodSeconds() int64 {
 	return 0
 }
 
+func (x *PodSpec) GetVolumes() []*Volume {
+	if x != nil {
+		return x.Volumes
+	}
+	return nil
+}
+
+// Volume is a named volume of a pod (the subset of Kubernetes' Volume that
+// nodepulse reads). Exactly one source is set; a volume with no source is
+// kept as it is (another kind of volume nodepulse does not model).
+type Volume struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name of the volume, unique in the pod (a DNS label).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// EmptyDir: scratch space that lives and dies with the pod on its node.
+	EmptyDir      *EmptyDirVolumeSource `protobuf:"bytes,2,opt,name=empty_dir,json=emptyDir,proto3" json:"empty_dir,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Volume) Reset() {
+	*x = Volume{}
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Volume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Volume) ProtoMessage() {}
+
+func (x *Volume) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Volume.ProtoReflect.Descriptor instead.
+func (*Volume) Descriptor() ([]byte, []int) {
+	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Volume) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Volume) GetEmptyDir() *EmptyDirVolumeSource {
+	if x != nil {
+		return x.EmptyDir
+	}
+	return nil
+}
+
+// EmptyDirVolumeSource is an emptyDir volume, as in Kubernetes.
+type EmptyDirVolumeSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Medium: "" (the node's disk) or "Memory" (tmpfs).
+	Medium string `protobuf:"bytes,1,opt,name=medium,proto3" json:"medium,omitempty"`
+	// SizeLimit: a quantity ("1Gi"), empty for no limit.
+	SizeLimit     string `protobuf:"bytes,2,opt,name=size_limit,json=sizeLimit,proto3" json:"size_limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EmptyDirVolumeSource) Reset() {
+	*x = EmptyDirVolumeSource{}
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EmptyDirVolumeSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EmptyDirVolumeSource) ProtoMessage() {}
+
+func (x *EmptyDirVolumeSource) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EmptyDirVolumeSource.ProtoReflect.Descriptor instead.
+func (*EmptyDirVolumeSource) Descriptor() ([]byte, []int) {
+	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *EmptyDirVolumeSource) GetMedium() string {
+	if x != nil {
+		return x.Medium
+	}
+	return ""
+}
+
+func (x *EmptyDirVolumeSource) GetSizeLimit() string {
+	if x != nil {
+		return x.SizeLimit
+	}
+	return ""
+}
+
+// PodTemplateSpec is the pod an owner (ReplicaSet, StatefulSet, DaemonSet)
+// creates, as Kubernetes' PodTemplateSpec: its labels must match the owner's
+// selector; name, namespace and uid are assigned per pod.
+type PodTemplateSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Metadata of the pods: labels and annotations are copied to each pod.
+	Metadata *v1.ObjectMeta `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Spec of the pods: node_name is chosen per pod by placement (or, for a
+	// DaemonSet, is the pod's node).
+	Spec          *PodSpec `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodTemplateSpec) Reset() {
+	*x = PodTemplateSpec{}
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodTemplateSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodTemplateSpec) ProtoMessage() {}
+
+func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodTemplateSpec.ProtoReflect.Descriptor instead.
+func (*PodTemplateSpec) Descriptor() ([]byte, []int) {
+	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PodTemplateSpec) GetMetadata() *v1.ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *PodTemplateSpec) GetSpec() *PodSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
 // PodStatus is the observed state of the pod.
 type PodStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -185,7 +366,7 @@ type PodStatus struct {
 
 func (x *PodStatus) Reset() {
 	*x = PodStatus{}
-	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[2]
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -197,7 +378,7 @@ func (x *PodStatus) String() string {
 func (*PodStatus) ProtoMessage() {}
 
 func (x *PodStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[2]
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -210,7 +391,7 @@ func (x *PodStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodStatus.ProtoReflect.Descriptor instead.
 func (*PodStatus) Descriptor() ([]byte, []int) {
-	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{2}
+	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PodStatus) GetPhase() string {
@@ -262,7 +443,7 @@ type PodCondition struct {
 
 func (x *PodCondition) Reset() {
 	*x = PodCondition{}
-	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[3]
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -274,7 +455,7 @@ func (x *PodCondition) String() string {
 func (*PodCondition) ProtoMessage() {}
 
 func (x *PodCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[3]
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -287,7 +468,7 @@ func (x *PodCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodCondition.ProtoReflect.Descriptor instead.
 func (*PodCondition) Descriptor() ([]byte, []int) {
-	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{3}
+	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PodCondition) GetType() string {
@@ -340,13 +521,24 @@ const file_nodepulse_pod_v1_pod_proto_rawDesc = "" +
 	"\x03Pod\x129\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1d.nodepulse.node.v1.ObjectMetaR\bmetadata\x12-\n" +
 	"\x04spec\x18\x02 \x01(\v2\x19.nodepulse.pod.v1.PodSpecR\x04spec\x123\n" +
-	"\x06status\x18\x03 \x01(\v2\x1b.nodepulse.pod.v1.PodStatusR\x06status\"\xfd\x01\n" +
+	"\x06status\x18\x03 \x01(\v2\x1b.nodepulse.pod.v1.PodStatusR\x06status\"\xb1\x02\n" +
 	"\aPodSpec\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12?\n" +
 	"\vtolerations\x18\x02 \x03(\v2\x1d.nodepulse.node.v1.TolerationR\vtolerations\x12!\n" +
 	"\fhost_network\x18\x03 \x01(\bR\vhostNetwork\x12L\n" +
-	" termination_grace_period_seconds\x18\x04 \x01(\x03H\x00R\x1dterminationGracePeriodSeconds\x88\x01\x01B#\n" +
-	"!_termination_grace_period_seconds\"\x93\x01\n" +
+	" termination_grace_period_seconds\x18\x04 \x01(\x03H\x00R\x1dterminationGracePeriodSeconds\x88\x01\x01\x122\n" +
+	"\avolumes\x18\x05 \x03(\v2\x18.nodepulse.pod.v1.VolumeR\avolumesB#\n" +
+	"!_termination_grace_period_seconds\"a\n" +
+	"\x06Volume\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12C\n" +
+	"\tempty_dir\x18\x02 \x01(\v2&.nodepulse.pod.v1.EmptyDirVolumeSourceR\bemptyDir\"M\n" +
+	"\x14EmptyDirVolumeSource\x12\x16\n" +
+	"\x06medium\x18\x01 \x01(\tR\x06medium\x12\x1d\n" +
+	"\n" +
+	"size_limit\x18\x02 \x01(\tR\tsizeLimit\"{\n" +
+	"\x0fPodTemplateSpec\x129\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x1d.nodepulse.node.v1.ObjectMetaR\bmetadata\x12-\n" +
+	"\x04spec\x18\x02 \x01(\v2\x19.nodepulse.pod.v1.PodSpecR\x04spec\"\x93\x01\n" +
 	"\tPodStatus\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12>\n" +
 	"\n" +
@@ -375,29 +567,36 @@ func file_nodepulse_pod_v1_pod_proto_rawDescGZIP() []byte {
 	return file_nodepulse_pod_v1_pod_proto_rawDescData
 }
 
-var file_nodepulse_pod_v1_pod_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_nodepulse_pod_v1_pod_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_nodepulse_pod_v1_pod_proto_goTypes = []any{
 	(*Pod)(nil),                   // 0: nodepulse.pod.v1.Pod
 	(*PodSpec)(nil),               // 1: nodepulse.pod.v1.PodSpec
-	(*PodStatus)(nil),             // 2: nodepulse.pod.v1.PodStatus
-	(*PodCondition)(nil),          // 3: nodepulse.pod.v1.PodCondition
-	(*v1.ObjectMeta)(nil),         // 4: nodepulse.node.v1.ObjectMeta
-	(*v1.Toleration)(nil),         // 5: nodepulse.node.v1.Toleration
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*Volume)(nil),                // 2: nodepulse.pod.v1.Volume
+	(*EmptyDirVolumeSource)(nil),  // 3: nodepulse.pod.v1.EmptyDirVolumeSource
+	(*PodTemplateSpec)(nil),       // 4: nodepulse.pod.v1.PodTemplateSpec
+	(*PodStatus)(nil),             // 5: nodepulse.pod.v1.PodStatus
+	(*PodCondition)(nil),          // 6: nodepulse.pod.v1.PodCondition
+	(*v1.ObjectMeta)(nil),         // 7: nodepulse.node.v1.ObjectMeta
+	(*v1.Toleration)(nil),         // 8: nodepulse.node.v1.Toleration
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
 }
 var file_nodepulse_pod_v1_pod_proto_depIdxs = []int32{
-	4, // 0: nodepulse.pod.v1.Pod.metadata:type_name -> nodepulse.node.v1.ObjectMeta
-	1, // 1: nodepulse.pod.v1.Pod.spec:type_name -> nodepulse.pod.v1.PodSpec
-	2, // 2: nodepulse.pod.v1.Pod.status:type_name -> nodepulse.pod.v1.PodStatus
-	5, // 3: nodepulse.pod.v1.PodSpec.tolerations:type_name -> nodepulse.node.v1.Toleration
-	3, // 4: nodepulse.pod.v1.PodStatus.conditions:type_name -> nodepulse.pod.v1.PodCondition
-	6, // 5: nodepulse.pod.v1.PodCondition.last_probe_time:type_name -> google.protobuf.Timestamp
-	6, // 6: nodepulse.pod.v1.PodCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	7,  // 0: nodepulse.pod.v1.Pod.metadata:type_name -> nodepulse.node.v1.ObjectMeta
+	1,  // 1: nodepulse.pod.v1.Pod.spec:type_name -> nodepulse.pod.v1.PodSpec
+	5,  // 2: nodepulse.pod.v1.Pod.status:type_name -> nodepulse.pod.v1.PodStatus
+	8,  // 3: nodepulse.pod.v1.PodSpec.tolerations:type_name -> nodepulse.node.v1.Toleration
+	2,  // 4: nodepulse.pod.v1.PodSpec.volumes:type_name -> nodepulse.pod.v1.Volume
+	3,  // 5: nodepulse.pod.v1.Volume.empty_dir:type_name -> nodepulse.pod.v1.EmptyDirVolumeSource
+	7,  // 6: nodepulse.pod.v1.PodTemplateSpec.metadata:type_name -> nodepulse.node.v1.ObjectMeta
+	1,  // 7: nodepulse.pod.v1.PodTemplateSpec.spec:type_name -> nodepulse.pod.v1.PodSpec
+	6,  // 8: nodepulse.pod.v1.PodStatus.conditions:type_name -> nodepulse.pod.v1.PodCondition
+	9,  // 9: nodepulse.pod.v1.PodCondition.last_probe_time:type_name -> google.protobuf.Timestamp
+	9,  // 10: nodepulse.pod.v1.PodCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_nodepulse_pod_v1_pod_proto_init() }
@@ -412,7 +611,7 @@ func file_nodepulse_pod_v1_pod_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodepulse_pod_v1_pod_proto_rawDesc), len(file_nodepulse_pod_v1_pod_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -879,6 +879,138 @@ func (x *ExplainPodResponse) GetPod() *Pod {
 	return nil
 }
 
+// EvictPodRequest names the pod to evict.
+type EvictPodRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Namespace of the pod.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Name of the pod.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// GracePeriodSeconds of the deletion, as in DeletePodRequest; unset uses
+	// the pod's spec.termination_grace_period_seconds.
+	GracePeriodSeconds *int64 `protobuf:"varint,3,opt,name=grace_period_seconds,json=gracePeriodSeconds,proto3,oneof" json:"grace_period_seconds,omitempty"`
+	// Uid, when set, must be the pod's UID (precondition; else Aborted), so an
+	// eviction retried after a replacement with the same name (a StatefulSet's
+	// pod) never evicts the new pod.
+	Uid           string `protobuf:"bytes,4,opt,name=uid,proto3" json:"uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvictPodRequest) Reset() {
+	*x = EvictPodRequest{}
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvictPodRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvictPodRequest) ProtoMessage() {}
+
+func (x *EvictPodRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvictPodRequest.ProtoReflect.Descriptor instead.
+func (*EvictPodRequest) Descriptor() ([]byte, []int) {
+	return file_nodepulse_pod_v1_pod_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *EvictPodRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *EvictPodRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EvictPodRequest) GetGracePeriodSeconds() int64 {
+	if x != nil && x.GracePeriodSeconds != nil {
+		return *x.GracePeriodSeconds
+	}
+	return 0
+}
+
+func (x *EvictPodRequest) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+// EvictPodResponse returns the pod after the eviction.
+type EvictPodResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pod after the request: Terminating when it stays until its node's
+	// reporter confirms, its last state when it is gone.
+	Pod *Pod `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	// Gone is true when the pod was removed from the store.
+	Gone          bool `protobuf:"varint,2,opt,name=gone,proto3" json:"gone,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvictPodResponse) Reset() {
+	*x = EvictPodResponse{}
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvictPodResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvictPodResponse) ProtoMessage() {}
+
+func (x *EvictPodResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvictPodResponse.ProtoReflect.Descriptor instead.
+func (*EvictPodResponse) Descriptor() ([]byte, []int) {
+	return file_nodepulse_pod_v1_pod_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *EvictPodResponse) GetPod() *Pod {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
+func (x *EvictPodResponse) GetGone() bool {
+	if x != nil {
+		return x.Gone
+	}
+	return false
+}
+
 var File_nodepulse_pod_v1_pod_service_proto protoreflect.FileDescriptor
 
 const file_nodepulse_pod_v1_pod_service_proto_rawDesc = "" +
@@ -936,7 +1068,16 @@ const file_nodepulse_pod_v1_pod_service_proto_rawDesc = "" +
 	"\asummary\x18\x01 \x01(\tR\asummary\x12\x18\n" +
 	"\adetails\x18\x02 \x03(\tR\adetails\x12?\n" +
 	"\rdeletion_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\fdeletionTime\x12'\n" +
-	"\x03pod\x18\x04 \x01(\v2\x15.nodepulse.pod.v1.PodR\x03pod2\xf1\x04\n" +
+	"\x03pod\x18\x04 \x01(\v2\x15.nodepulse.pod.v1.PodR\x03pod\"\xa5\x01\n" +
+	"\x0fEvictPodRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
+	"\x14grace_period_seconds\x18\x03 \x01(\x03H\x00R\x12gracePeriodSeconds\x88\x01\x01\x12\x10\n" +
+	"\x03uid\x18\x04 \x01(\tR\x03uidB\x17\n" +
+	"\x15_grace_period_seconds\"O\n" +
+	"\x10EvictPodResponse\x12'\n" +
+	"\x03pod\x18\x01 \x01(\v2\x15.nodepulse.pod.v1.PodR\x03pod\x12\x12\n" +
+	"\x04gone\x18\x02 \x01(\bR\x04gone2\xc4\x05\n" +
 	"\n" +
 	"PodService\x12T\n" +
 	"\tCreatePod\x12\".nodepulse.pod.v1.CreatePodRequest\x1a#.nodepulse.pod.v1.CreatePodResponse\x12K\n" +
@@ -946,7 +1087,8 @@ const file_nodepulse_pod_v1_pod_service_proto_rawDesc = "" +
 	"\x0fUpdatePodStatus\x12(.nodepulse.pod.v1.UpdatePodStatusRequest\x1a).nodepulse.pod.v1.UpdatePodStatusResponse\x12T\n" +
 	"\tDeletePod\x12\".nodepulse.pod.v1.DeletePodRequest\x1a#.nodepulse.pod.v1.DeletePodResponse\x12W\n" +
 	"\n" +
-	"ExplainPod\x12#.nodepulse.pod.v1.ExplainPodRequest\x1a$.nodepulse.pod.v1.ExplainPodResponseB\xc4\x01\n" +
+	"ExplainPod\x12#.nodepulse.pod.v1.ExplainPodRequest\x1a$.nodepulse.pod.v1.ExplainPodResponse\x12Q\n" +
+	"\bEvictPod\x12!.nodepulse.pod.v1.EvictPodRequest\x1a\".nodepulse.pod.v1.EvictPodResponseB\xc4\x01\n" +
 	"\x14com.nodepulse.pod.v1B\x0fPodServiceProtoP\x01Z9github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1;podv1\xa2\x02\x03NPX\xaa\x02\x10Nodepulse.Pod.V1\xca\x02\x10Nodepulse\\Pod\\V1\xe2\x02\x1cNodepulse\\Pod\\V1\\GPBMetadata\xea\x02\x12Nodepulse::Pod::V1b\x06proto3"
 
 var (
@@ -961,7 +1103,7 @@ func file_nodepulse_pod_v1_pod_service_proto_rawDescGZIP() []byte {
 	return file_nodepulse_pod_v1_pod_service_proto_rawDescData
 }
 
-var file_nodepulse_pod_v1_pod_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_nodepulse_pod_v1_pod_service_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_nodepulse_pod_v1_pod_service_proto_goTypes = []any{
 	(*CreatePodRequest)(nil),        // 0: nodepulse.pod.v1.CreatePodRequest
 	(*CreatePodResponse)(nil),       // 1: nodepulse.pod.v1.CreatePodResponse
@@ -977,40 +1119,45 @@ var file_nodepulse_pod_v1_pod_service_proto_goTypes = []any{
 	(*DeletePodResponse)(nil),       // 11: nodepulse.pod.v1.DeletePodResponse
 	(*ExplainPodRequest)(nil),       // 12: nodepulse.pod.v1.ExplainPodRequest
 	(*ExplainPodResponse)(nil),      // 13: nodepulse.pod.v1.ExplainPodResponse
-	(*Pod)(nil),                     // 14: nodepulse.pod.v1.Pod
-	(*PodStatus)(nil),               // 15: nodepulse.pod.v1.PodStatus
-	(*timestamppb.Timestamp)(nil),   // 16: google.protobuf.Timestamp
+	(*EvictPodRequest)(nil),         // 14: nodepulse.pod.v1.EvictPodRequest
+	(*EvictPodResponse)(nil),        // 15: nodepulse.pod.v1.EvictPodResponse
+	(*Pod)(nil),                     // 16: nodepulse.pod.v1.Pod
+	(*PodStatus)(nil),               // 17: nodepulse.pod.v1.PodStatus
+	(*timestamppb.Timestamp)(nil),   // 18: google.protobuf.Timestamp
 }
 var file_nodepulse_pod_v1_pod_service_proto_depIdxs = []int32{
-	14, // 0: nodepulse.pod.v1.CreatePodRequest.pod:type_name -> nodepulse.pod.v1.Pod
-	14, // 1: nodepulse.pod.v1.CreatePodResponse.pod:type_name -> nodepulse.pod.v1.Pod
-	14, // 2: nodepulse.pod.v1.GetPodResponse.pod:type_name -> nodepulse.pod.v1.Pod
-	14, // 3: nodepulse.pod.v1.ListPodsResponse.pods:type_name -> nodepulse.pod.v1.Pod
-	14, // 4: nodepulse.pod.v1.WatchPodsResponse.pod:type_name -> nodepulse.pod.v1.Pod
-	15, // 5: nodepulse.pod.v1.UpdatePodStatusRequest.status:type_name -> nodepulse.pod.v1.PodStatus
-	14, // 6: nodepulse.pod.v1.UpdatePodStatusResponse.pod:type_name -> nodepulse.pod.v1.Pod
-	14, // 7: nodepulse.pod.v1.DeletePodResponse.pod:type_name -> nodepulse.pod.v1.Pod
-	16, // 8: nodepulse.pod.v1.ExplainPodResponse.deletion_time:type_name -> google.protobuf.Timestamp
-	14, // 9: nodepulse.pod.v1.ExplainPodResponse.pod:type_name -> nodepulse.pod.v1.Pod
-	0,  // 10: nodepulse.pod.v1.PodService.CreatePod:input_type -> nodepulse.pod.v1.CreatePodRequest
-	2,  // 11: nodepulse.pod.v1.PodService.GetPod:input_type -> nodepulse.pod.v1.GetPodRequest
-	4,  // 12: nodepulse.pod.v1.PodService.ListPods:input_type -> nodepulse.pod.v1.ListPodsRequest
-	6,  // 13: nodepulse.pod.v1.PodService.WatchPods:input_type -> nodepulse.pod.v1.WatchPodsRequest
-	8,  // 14: nodepulse.pod.v1.PodService.UpdatePodStatus:input_type -> nodepulse.pod.v1.UpdatePodStatusRequest
-	10, // 15: nodepulse.pod.v1.PodService.DeletePod:input_type -> nodepulse.pod.v1.DeletePodRequest
-	12, // 16: nodepulse.pod.v1.PodService.ExplainPod:input_type -> nodepulse.pod.v1.ExplainPodRequest
-	1,  // 17: nodepulse.pod.v1.PodService.CreatePod:output_type -> nodepulse.pod.v1.CreatePodResponse
-	3,  // 18: nodepulse.pod.v1.PodService.GetPod:output_type -> nodepulse.pod.v1.GetPodResponse
-	5,  // 19: nodepulse.pod.v1.PodService.ListPods:output_type -> nodepulse.pod.v1.ListPodsResponse
-	7,  // 20: nodepulse.pod.v1.PodService.WatchPods:output_type -> nodepulse.pod.v1.WatchPodsResponse
-	9,  // 21: nodepulse.pod.v1.PodService.UpdatePodStatus:output_type -> nodepulse.pod.v1.UpdatePodStatusResponse
-	11, // 22: nodepulse.pod.v1.PodService.DeletePod:output_type -> nodepulse.pod.v1.DeletePodResponse
-	13, // 23: nodepulse.pod.v1.PodService.ExplainPod:output_type -> nodepulse.pod.v1.ExplainPodResponse
-	17, // [17:24] is the sub-list for method output_type
-	10, // [10:17] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	16, // 0: nodepulse.pod.v1.CreatePodRequest.pod:type_name -> nodepulse.pod.v1.Pod
+	16, // 1: nodepulse.pod.v1.CreatePodResponse.pod:type_name -> nodepulse.pod.v1.Pod
+	16, // 2: nodepulse.pod.v1.GetPodResponse.pod:type_name -> nodepulse.pod.v1.Pod
+	16, // 3: nodepulse.pod.v1.ListPodsResponse.pods:type_name -> nodepulse.pod.v1.Pod
+	16, // 4: nodepulse.pod.v1.WatchPodsResponse.pod:type_name -> nodepulse.pod.v1.Pod
+	17, // 5: nodepulse.pod.v1.UpdatePodStatusRequest.status:type_name -> nodepulse.pod.v1.PodStatus
+	16, // 6: nodepulse.pod.v1.UpdatePodStatusResponse.pod:type_name -> nodepulse.pod.v1.Pod
+	16, // 7: nodepulse.pod.v1.DeletePodResponse.pod:type_name -> nodepulse.pod.v1.Pod
+	18, // 8: nodepulse.pod.v1.ExplainPodResponse.deletion_time:type_name -> google.protobuf.Timestamp
+	16, // 9: nodepulse.pod.v1.ExplainPodResponse.pod:type_name -> nodepulse.pod.v1.Pod
+	16, // 10: nodepulse.pod.v1.EvictPodResponse.pod:type_name -> nodepulse.pod.v1.Pod
+	0,  // 11: nodepulse.pod.v1.PodService.CreatePod:input_type -> nodepulse.pod.v1.CreatePodRequest
+	2,  // 12: nodepulse.pod.v1.PodService.GetPod:input_type -> nodepulse.pod.v1.GetPodRequest
+	4,  // 13: nodepulse.pod.v1.PodService.ListPods:input_type -> nodepulse.pod.v1.ListPodsRequest
+	6,  // 14: nodepulse.pod.v1.PodService.WatchPods:input_type -> nodepulse.pod.v1.WatchPodsRequest
+	8,  // 15: nodepulse.pod.v1.PodService.UpdatePodStatus:input_type -> nodepulse.pod.v1.UpdatePodStatusRequest
+	10, // 16: nodepulse.pod.v1.PodService.DeletePod:input_type -> nodepulse.pod.v1.DeletePodRequest
+	12, // 17: nodepulse.pod.v1.PodService.ExplainPod:input_type -> nodepulse.pod.v1.ExplainPodRequest
+	14, // 18: nodepulse.pod.v1.PodService.EvictPod:input_type -> nodepulse.pod.v1.EvictPodRequest
+	1,  // 19: nodepulse.pod.v1.PodService.CreatePod:output_type -> nodepulse.pod.v1.CreatePodResponse
+	3,  // 20: nodepulse.pod.v1.PodService.GetPod:output_type -> nodepulse.pod.v1.GetPodResponse
+	5,  // 21: nodepulse.pod.v1.PodService.ListPods:output_type -> nodepulse.pod.v1.ListPodsResponse
+	7,  // 22: nodepulse.pod.v1.PodService.WatchPods:output_type -> nodepulse.pod.v1.WatchPodsResponse
+	9,  // 23: nodepulse.pod.v1.PodService.UpdatePodStatus:output_type -> nodepulse.pod.v1.UpdatePodStatusResponse
+	11, // 24: nodepulse.pod.v1.PodService.DeletePod:output_type -> nodepulse.pod.v1.DeletePodResponse
+	13, // 25: nodepulse.pod.v1.PodService.ExplainPod:output_type -> nodepulse.pod.v1.ExplainPodResponse
+	15, // 26: nodepulse.pod.v1.PodService.EvictPod:output_type -> nodepulse.pod.v1.EvictPodResponse
+	19, // [19:27] is the sub-list for method output_type
+	11, // [11:19] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_nodepulse_pod_v1_pod_service_proto_init() }
@@ -1020,13 +1167,14 @@ func file_nodepulse_pod_v1_pod_service_proto_init() {
 	}
 	file_nodepulse_pod_v1_pod_proto_init()
 	file_nodepulse_pod_v1_pod_service_proto_msgTypes[10].OneofWrappers = []any{}
+	file_nodepulse_pod_v1_pod_service_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodepulse_pod_v1_pod_service_proto_rawDesc), len(file_nodepulse_pod_v1_pod_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

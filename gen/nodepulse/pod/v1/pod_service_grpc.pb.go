@@ -26,6 +26,7 @@ const (
 	PodService_UpdatePodStatus_FullMethodName = "/nodepulse.pod.v1.PodService/UpdatePodStatus"
 	PodService_DeletePod_FullMethodName       = "/nodepulse.pod.v1.PodService/DeletePod"
 	PodService_ExplainPod_FullMethodName      = "/nodepulse.pod.v1.PodService/ExplainPod"
+	PodService_EvictPod_FullMethodName        = "/nodepulse.pod.v1.PodService/EvictPod"
 )
 
 // PodServiceClient is the client API for PodService service.
@@ -56,6 +57,22 @@ type PodServiceClient interface {
 	// node n12 will be deleted at 12:08:10 (unreachable since 12:03:10,
 	// tolerates 300 s)".
 	ExplainPod(ctx context.Context, in *ExplainPodRequest, opts ...grpc.CallOption) (*ExplainPodResponse, error)
+	// EvictPod deletes a pod through its disruption budgets, as the Kubernetes
+	// eviction subresource (POST pods/<name>/eviction) does: when every
+	// PodDisruptionBudget selecting the pod allows a disruption, the pod is
+	// deleted gracefully as by DeletePod (grace_period_seconds as there) and
+	// the budget's status records the disruption. When a budget allows none,
+	// the call fails with gRPC ResourceExhausted (HTTP 429's equivalent)
+	// carrying a google.rpc.RetryInfo detail (retry after a few seconds) and
+	// the message "Cannot evict pod as it would violate the pod's disruption
+	// budget." followed by the budget's cause (e.g. "The disruption budget web
+	// needs 2 healthy pods and has 2 currently"). A pod selected by more than
+	// one budget fails with FailedPrecondition, as upstream
+	// refuses it ("This pod has more than one PodDisruptionBudget, which the
+	// eviction subresource does not support."). A pod that is Pending, Succeeded
+	// or Failed, or already Terminating, is deleted without consulting
+	// budgets (upstream's canIgnorePDB). Needs the operator role.
+	EvictPod(ctx context.Context, in *EvictPodRequest, opts ...grpc.CallOption) (*EvictPodResponse, error)
 }
 
 type podServiceClient struct {
@@ -145,6 +162,16 @@ func (c *podServiceClient) ExplainPod(ctx context.Context, in *ExplainPodRequest
 	return out, nil
 }
 
+func (c *podServiceClient) EvictPod(ctx context.Context, in *EvictPodRequest, opts ...grpc.CallOption) (*EvictPodResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EvictPodResponse)
+	err := c.cc.Invoke(ctx, PodService_EvictPod_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PodServiceServer is the server API for PodService service.
 // All implementations must embed UnimplementedPodServiceServer
 // for forward compatibility.
@@ -173,6 +200,22 @@ type PodServiceServer interface {
 	// node n12 will be deleted at 12:08:10 (unreachable since 12:03:10,
 	// tolerates 300 s)".
 	ExplainPod(context.Context, *ExplainPodRequest) (*ExplainPodResponse, error)
+	// EvictPod deletes a pod through its disruption budgets, as the Kubernetes
+	// eviction subresource (POST pods/<name>/eviction) does: when every
+	// PodDisruptionBudget selecting the pod allows a disruption, the pod is
+	// deleted gracefully as by DeletePod (grace_period_seconds as there) and
+	// the budget's status records the disruption. When a budget allows none,
+	// the call fails with gRPC ResourceExhausted (HTTP 429's equivalent)
+	// carrying a google.rpc.RetryInfo detail (retry after a few seconds) and
+	// the message "Cannot evict pod as it would violate the pod's disruption
+	// budget." followed by the budget's cause (e.g. "The disruption budget web
+	// needs 2 healthy pods and has 2 currently"). A pod selected by more than
+	// one budget fails with FailedPrecondition, as upstream
+	// refuses it ("This pod has more than one PodDisruptionBudget, which the
+	// eviction subresource does not support."). A pod that is Pending, Succeeded
+	// or Failed, or already Terminating, is deleted without consulting
+	// budgets (upstream's canIgnorePDB). Needs the operator role.
+	EvictPod(context.Context, *EvictPodRequest) (*EvictPodResponse, error)
 	mustEmbedUnimplementedPodServiceServer()
 }
 
@@ -203,6 +246,9 @@ func (UnimplementedPodServiceServer) DeletePod(context.Context, *DeletePodReques
 }
 func (UnimplementedPodServiceServer) ExplainPod(context.Context, *ExplainPodRequest) (*ExplainPodResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ExplainPod not implemented")
+}
+func (UnimplementedPodServiceServer) EvictPod(context.Context, *EvictPodRequest) (*EvictPodResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EvictPod not implemented")
 }
 func (UnimplementedPodServiceServer) mustEmbedUnimplementedPodServiceServer() {}
 func (UnimplementedPodServiceServer) testEmbeddedByValue()                    {}
@@ -344,6 +390,24 @@ func _PodService_ExplainPod_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PodService_EvictPod_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EvictPodRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PodServiceServer).EvictPod(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PodService_EvictPod_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PodServiceServer).EvictPod(ctx, req.(*EvictPodRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PodService_ServiceDesc is the grpc.ServiceDesc for PodService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -374,6 +438,10 @@ var PodService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ExplainPod",
 			Handler:    _PodService_ExplainPod_Handler,
+		},
+		{
+			MethodName: "EvictPod",
+			Handler:    _PodService_EvictPod_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
