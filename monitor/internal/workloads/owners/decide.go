@@ -47,10 +47,10 @@ const MaxCreatesPerSync = 500
 // Owner is what a controller needs of a ReplicaSet, StatefulSet or
 // DaemonSet, whatever its stored form.
 type Owner struct {
-	Kind                  string
-	Namespace, Name, UID  string
-	Generation            int64
-	Replicas              int // ReplicaSet, StatefulSet
+	Kind                 string
+	Namespace, Name, UID string
+	Generation           int64
+	Replicas             int // ReplicaSet, StatefulSet
 	// Selector matches the labels of the owner's pods.
 	Selector func(labels map[string]string) bool
 	// Template is the pod to create: labels and annotations from its

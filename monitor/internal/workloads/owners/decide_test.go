@@ -66,7 +66,7 @@ func TestReplicaSet(t *testing.T) {
 		status  Status
 	}{
 		{name: "a terminating pod is replaced in the sync that sees it", o: rs,
-			pods: []*podv1.Pod{ownedPod(rs, "a", "n1", terminatingOpt), ownedPod(rs, "b", "n2"), ownedPod(rs, "c", "n3")},
+			pods:    []*podv1.Pod{ownedPod(rs, "a", "n1", terminatingOpt), ownedPod(rs, "b", "n2"), ownedPod(rs, "c", "n3")},
 			creates: 1, status: Status{ObservedGeneration: 2, Replicas: 2, Ready: 2, Terminating: 1}},
 		{name: "a not-ready pod is not replaced", o: rs,
 			pods:   []*podv1.Pod{ownedPod(rs, "a", "n1", notReadyOpt), ownedPod(rs, "b", "n2"), ownedPod(rs, "c", "n3")},
