@@ -19,8 +19,10 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	appsv1 "github.com/nodepulse/nodepulse/gen/nodepulse/apps/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	policyv1 "github.com/nodepulse/nodepulse/gen/nodepulse/policy/v1"
 	"github.com/nodepulse/nodepulse/monitor/internal/api"
 	"github.com/nodepulse/nodepulse/monitor/internal/maintenance/compactor"
 	"github.com/nodepulse/nodepulse/monitor/internal/maintenance/defrag"
@@ -85,7 +87,7 @@ type Config struct {
 	PodGCPeriod     time.Duration
 	PodGCQuarantine time.Duration
 	// OwnersResync is the longest pause between two syncs of the owner
-	// controllers and placement (spec §14); changes in the cache wake them
+	// controllers and placement (spec §15); changes in the cache wake them
 	// at once.
 	OwnersResync time.Duration
 	// MonitorPeriod (--node-monitor-period) is the pause between health
@@ -308,6 +310,8 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	nodeAPI.SetEvictor(a.evict)
 	nodev1.RegisterNodeServiceServer(a.grpc, nodeAPI)
 	podv1.RegisterPodServiceServer(a.grpc, api.NewPodServer(a.store, a.cache, a.evict, cfg.Admission, lg, nil))
+	appsv1.RegisterWorkloadServiceServer(a.grpc, api.NewWorkloadServer(a.store, a.cache, lg, nil))
+	policyv1.RegisterDisruptionBudgetServiceServer(a.grpc, api.NewBudgetServer(a.store, a.cache, lg, nil))
 	if a.server, err = bootstrap.NewServer(cfg.Admin, lg, reg); err != nil {
 		a.grpc.Stop()
 		return nil, a.closeOnErr(err)
@@ -401,6 +405,8 @@ func (a *App) serving(ctx context.Context) error {
 	}
 	a.grpc.SetServing(true, nodev1.NodeService_ServiceDesc.ServiceName)
 	a.grpc.SetServing(true, podv1.PodService_ServiceDesc.ServiceName)
+	a.grpc.SetServing(true, appsv1.WorkloadService_ServiceDesc.ServiceName)
+	a.grpc.SetServing(true, policyv1.DisruptionBudgetService_ServiceDesc.ServiceName)
 	<-ctx.Done()
 	return nil
 }

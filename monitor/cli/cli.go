@@ -22,8 +22,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	appsv1 "github.com/nodepulse/nodepulse/gen/nodepulse/apps/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	policyv1 "github.com/nodepulse/nodepulse/gen/nodepulse/policy/v1"
 	"github.com/nodepulse/nodepulse/services/admin"
 	"github.com/nodepulse/nodepulse/services/flagenv"
 	"github.com/nodepulse/nodepulse/services/grpcclient"
@@ -54,6 +56,13 @@ Commands:
   describe pod NS/NAME          tolerations, conditions, explanation, events
   explain pod NS/NAME           which path ends the pod (eviction, pod GC, its reporter) and when
   create pod -f pod.json        (protojson Pod; admission adds default tolerations)
+  create -f FILE [-n NS]        JSON or YAML manifests (--- between documents), by kind:
+                                Pod, ReplicaSet, Deployment (stored as its ReplicaSet),
+                                StatefulSet, DaemonSet, PodDisruptionBudget
+  get rs|sts|ds|pdb [NAME] [-n NS] [-l selector] [-o wide|json|yaml|name]
+                                (also replicasets, statefulsets, daemonsets, poddisruptionbudgets)
+  scale rs|sts NAME --replicas=N [-n NS]
+  delete rs|sts|ds|pdb NAME [-n NS]
   delete pod NAME [-n NS] [--grace-period=N] [--force]
                                 graceful unless --force (grace 0: removed at once)
   certs init --dir D [--hosts h1,h2] [--nodes n1,n2] [--operators alice]
@@ -107,6 +116,8 @@ type command struct {
 	// delete pod: --grace-period (-1: the pod's own) and --force
 	gracePeriod int64
 	force       bool
+	// scale: --replicas (-1: not given)
+	replicas int64
 }
 
 // Main runs the CLI with args (without the program name).
@@ -128,7 +139,7 @@ func Main(ctx context.Context, args []string, out, errOut io.Writer) error {
 		{&c.rv, []string{"resource-version"}, "watch: resume after this resource version"},
 		{&c.namespace, []string{"n", "namespace"}, "pods: namespace (default: all namespaces for get, \"default\" for NAME without NS/)"},
 		{&c.node, []string{"node"}, "get pods: only pods bound to this node"},
-		{&c.file, []string{"f"}, "create pod: file with a protojson Pod (- for stdin)"},
+		{&c.file, []string{"f"}, "create: file with JSON or YAML manifests (- for stdin)"},
 		{&c.dir, []string{"dir"}, "certs init: output directory"},
 		{&c.hosts, []string{"hosts"}, "certs init: extra server host names and IPs, comma-separated"},
 		{&c.nodes, []string{"nodes"}, "certs init: node names to issue node certificates for"},
@@ -141,6 +152,7 @@ func Main(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	fs.Int64Var(&c.gracePeriod, "grace-period", -1, "delete pod: seconds the pod is given to terminate (-1: its own terminationGracePeriodSeconds; 0 only with --force, otherwise it means 1)")
 	fs.BoolVar(&c.force, "force", false, "delete pod: remove the record at once (grace 0) without waiting for the node's reporter to confirm")
+	fs.Int64Var(&c.replicas, "replicas", -1, "scale: the number of replicas wanted")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	// Flags may follow the command and its arguments (kubectl style).
 	var pos []string
@@ -179,6 +191,14 @@ func Main(ctx context.Context, args []string, out, errOut io.Writer) error {
 	return c.run(ctx)
 }
 
+// argOr returns positional argument i, or "".
+func (c *command) argOr(i int) string {
+	if i < len(c.args) {
+		return c.args[i]
+	}
+	return ""
+}
+
 func (c *command) need(n int, form string) error {
 	if len(c.args) != n {
 		return fmt.Errorf("usage: nodepulse %s", form)
@@ -211,6 +231,17 @@ func (c *command) run(ctx context.Context) error {
 	}
 	if len(c.args) >= 2 && (c.args[1] == "pod" || c.args[1] == "pods" || c.args[1] == "po") {
 		return c.podCommand(rctx, pods, cl)
+	}
+	workloads := appsv1.NewWorkloadServiceClient(conn)
+	budgets := policyv1.NewDisruptionBudgetServiceClient(conn)
+	if n, ok := ownerNouns[c.argOr(1)]; ok && (verb == "get" || verb == "scale" || verb == "delete") {
+		return c.ownerCommand(rctx, workloads, budgets, n)
+	}
+	if verb == "create" {
+		if len(c.args) != 1 || c.file == "" {
+			return errors.New("usage: nodepulse create -f FILE [-n NS]")
+		}
+		return c.createFromFile(rctx, pods, workloads, budgets)
 	}
 	switch verb {
 	case "get":

@@ -19,8 +19,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	appsv1 "github.com/nodepulse/nodepulse/gen/nodepulse/apps/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	policyv1 "github.com/nodepulse/nodepulse/gen/nodepulse/policy/v1"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/liveness"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/zones"
@@ -86,6 +88,8 @@ func start(t *testing.T, o opts) *env {
 	}
 	nodev1.RegisterNodeServiceServer(srv.Server, New(ms, c, followerView{}, live, zap.NewNop(), nil))
 	podv1.RegisterPodServiceServer(srv.Server, NewPodServer(ms, c, nil, admission.DefaultConfig(), zap.NewNop(), nil))
+	appsv1.RegisterWorkloadServiceServer(srv.Server, NewWorkloadServer(ms, c, zap.NewNop(), nil))
+	policyv1.RegisterDisruptionBudgetServiceServer(srv.Server, NewBudgetServer(ms, c, zap.NewNop(), nil))
 	done := make(chan struct{})
 	go func() { _ = srv.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; _ = ms.Close() })

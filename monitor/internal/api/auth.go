@@ -14,8 +14,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	appsv1 "github.com/nodepulse/nodepulse/gen/nodepulse/apps/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	policyv1 "github.com/nodepulse/nodepulse/gen/nodepulse/policy/v1"
 	"github.com/nodepulse/nodepulse/services/identity"
 )
 
@@ -30,13 +32,33 @@ var changeMethods = map[string]bool{
 	podv1.PodService_CreatePod_FullMethodName:             true,
 	podv1.PodService_UpdatePodStatus_FullMethodName:       true,
 	podv1.PodService_DeletePod_FullMethodName:             true,
+	podv1.PodService_EvictPod_FullMethodName:              true,
+	nodev1.NodeService_DrainNode_FullMethodName:           true,
+
+	appsv1.WorkloadService_CreateWorkload_FullMethodName:                      true,
+	appsv1.WorkloadService_ScaleWorkload_FullMethodName:                       true,
+	appsv1.WorkloadService_DeleteWorkload_FullMethodName:                      true,
+	policyv1.DisruptionBudgetService_CreatePodDisruptionBudget_FullMethodName: true,
+	policyv1.DisruptionBudgetService_DeletePodDisruptionBudget_FullMethodName: true,
 }
 
-// guarded reports whether a method belongs to a service this authorizer
-// protects (NodeService and PodService; not health or reflection).
+// guardedServices are the services this authorizer protects (not health
+// or reflection).
+var guardedServices = []string{
+	nodev1.NodeService_ServiceDesc.ServiceName,
+	podv1.PodService_ServiceDesc.ServiceName,
+	appsv1.WorkloadService_ServiceDesc.ServiceName,
+	policyv1.DisruptionBudgetService_ServiceDesc.ServiceName,
+}
+
+// guarded reports whether a method belongs to a guarded service.
 func guarded(method string) bool {
-	return strings.HasPrefix(method, "/"+nodev1.NodeService_ServiceDesc.ServiceName+"/") ||
-		strings.HasPrefix(method, "/"+podv1.PodService_ServiceDesc.ServiceName+"/")
+	for _, s := range guardedServices {
+		if strings.HasPrefix(method, "/"+s+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // Authorizer decides who may call what.

@@ -74,6 +74,7 @@ var cases = []testCase{
 	{"WatchCancel", testWatchCancel},
 	{"WatchCompacted", testWatchCompacted},
 	{"WatchKind", testWatchKind},
+	{"OwnerKinds", testOwnerKinds},
 	{"RequestProgress", testRequestProgress},
 	{"SessionClose", testSessionClose},
 	{"SessionExpiry", testSessionExpiry},

@@ -42,7 +42,8 @@ type Store interface {
 }
 
 // Kinds the cache mirrors.
-var Kinds = []nodestore.Kind{nodestore.Nodes, nodestore.Statuses, nodestore.Leases, nodestore.Health, nodestore.Pods, nodestore.Events, nodestore.EventBatches, nodestore.Collectors}
+var Kinds = []nodestore.Kind{nodestore.Nodes, nodestore.Statuses, nodestore.Leases, nodestore.Health, nodestore.Pods, nodestore.Events, nodestore.EventBatches, nodestore.Collectors,
+	nodestore.ReplicaSets, nodestore.StatefulSets, nodestore.DaemonSets, nodestore.PodDisruptionBudgets}
 
 // Change types of node changes (the WatchNodes event types).
 const (
@@ -164,6 +165,9 @@ type Cache struct {
 	byNode   map[string]map[string]bool
 	podLog   []PodChange
 	podFloor Version
+	// ObjectKinds (owners, budgets): one change history for them all.
+	objLog   []ObjectChange
+	objFloor Version
 }
 
 // New returns an empty, unsynced cache.
@@ -272,10 +276,24 @@ func (c *Cache) relist(ctx context.Context) (int64, error) {
 		}
 	}
 	oldPods, freshPods := c.objs[nodestore.Pods], fresh[nodestore.Pods]
+	oldObjs := map[nodestore.Kind]map[string]nodestore.Object{}
+	objKeys := map[objectKey]bool{}
+	freshObjs := map[objectKey]nodestore.Object{}
+	for _, k := range ObjectKinds {
+		oldObjs[k] = c.objs[k]
+		for n := range c.objs[k] {
+			objKeys[objectKey{k, n}] = true
+		}
+		for n, o := range fresh[k] {
+			objKeys[objectKey{k, n}] = true
+			freshObjs[objectKey{k, n}] = o
+		}
+	}
 	c.objs = fresh
 	if !c.synced {
 		c.floor = Version{Rev: rev, Last: true}
 		c.podFloor = c.floor
+		c.objFloor = c.floor
 	}
 	c.relists++
 	c.applyLocked(rev, names)
@@ -290,6 +308,11 @@ func (c *Cache) relist(ctx context.Context) (int64, error) {
 		podNames[n] = true
 	}
 	c.applyPodsLocked(rev, podNames, freshPods)
+	// Owners and budgets likewise.
+	for k, m := range oldObjs {
+		c.objs[k] = m
+	}
+	c.applyObjectsLocked(rev, objKeys, freshObjs)
 	c.rev = rev
 	c.synced = true
 	c.lastBat = c.cfg.Now()
@@ -325,6 +348,8 @@ func (c *Cache) apply(b nodestore.WatchBatch) {
 		names := map[string]bool{}
 		pods := map[string]bool{}
 		next := map[string]nodestore.Object{}
+		objKeys := map[objectKey]bool{}
+		nextObjs := map[objectKey]nodestore.Object{}
 		for ; i < len(b.Events) && b.Events[i].Object.ModRevision == r; i++ {
 			ev := b.Events[i]
 			o := ev.Object
@@ -338,6 +363,16 @@ func (c *Cache) apply(b nodestore.WatchBatch) {
 					delete(next, o.Name)
 				} else {
 					next[o.Name] = o
+				}
+				continue
+			}
+			if isObjectKind(o.Kind) {
+				k := objectKey{o.Kind, o.Name}
+				objKeys[k] = true
+				if ev.Type == nodestore.DeleteEvent {
+					delete(nextObjs, k)
+				} else {
+					nextObjs[k] = o
 				}
 				continue
 			}
@@ -360,6 +395,9 @@ func (c *Cache) apply(b nodestore.WatchBatch) {
 				}
 			}
 			c.applyPodsLocked(r, pods, fresh)
+		}
+		if len(objKeys) > 0 {
+			c.applyObjectsLocked(r, objKeys, nextObjs)
 		}
 		c.rev = max(c.rev, r)
 	}

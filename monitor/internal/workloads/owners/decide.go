@@ -2,7 +2,7 @@
 // Copyright The nodepulse Authors
 
 // Package owners holds the owner controllers of the monitor's workloads
-// part (spec §14): ReplicaSet (a Deployment is a ReplicaSet owner here),
+// part (spec §15): ReplicaSet (a Deployment is a ReplicaSet owner here),
 // StatefulSet and DaemonSet, and the placement loop that binds every
 // unbound pod through package placement. They run on the leader only,
 // write through nodestore with the leader's fence, and decide from the
@@ -99,7 +99,7 @@ func controllerRef(p *podv1.Pod) *nodev1.OwnerReference {
 
 // claimed: the pod's controller reference is the owner (by UID) and its
 // labels match the selector. Adoption of orphans and release of pods whose
-// labels no longer match are not done (spec §14.2): a pod is the owner's
+// labels no longer match are not done (spec §15.2): a pod is the owner's
 // only if the owner created it.
 func claimed(o Owner, p *podv1.Pod) bool {
 	r := controllerRef(p)
@@ -156,7 +156,7 @@ func maps(m map[string]string) map[string]string {
 }
 
 // ReplicaSet decides one sync of a ReplicaSet (upstream manageReplicas,
-// spec §14.2). Active claimed pods are compared with Replicas: missing
+// spec §15.2). Active claimed pods are compared with Replicas: missing
 // ones are created (unnamed: the controller names them <rs>-<5 random
 // characters>, upstream's generateName), the surplus deleted. A terminating pod is not active, so its replacement is
 // created in the same sync that first sees its deletion timestamp.
@@ -193,7 +193,7 @@ func ReplicaSet(o Owner, pods []*podv1.Pod) Plan {
 }
 
 // deletionOrder ranks the pods to delete first first, upstream's
-// ActivePods ordering simplified (spec §14.2): unbound before bound,
+// ActivePods ordering simplified (spec §15.2): unbound before bound,
 // Pending before Unknown before Running, not Ready before Ready, newer
 // before older, then by name so every replica decides alike.
 func deletionOrder(a, b *podv1.Pod) int {
@@ -251,7 +251,7 @@ func ordinal(set, name string) (int, bool) {
 }
 
 // StatefulSet decides one sync of a StatefulSet (upstream
-// StatefulSetControl, spec §14.3). Ordinal i's slot is filled by any pod
+// StatefulSetControl, spec §15.3). Ordinal i's slot is filled by any pod
 // named <set>-<i>, claimed or not, terminating or not: a pod is created
 // only into an empty slot, so two pods never share an identity.
 // OrderedReady stops at the first slot that is empty (after creating it),
@@ -357,7 +357,7 @@ func DaemonTolerations(o Owner, adm admission.Config) *podv1.Pod {
 }
 
 // NodeShouldRunDaemonPod is upstream's (shouldRun, shouldContinueRunning)
-// for the admitted daemon pod p on node n (spec §14.4): a pod pinned by
+// for the admitted daemon pod p on node n (spec §15.4): a pod pinned by
 // name elsewhere fits neither; an untolerated NoSchedule or NoExecute
 // taint stops new pods, and only an untolerated NoExecute taint stops the
 // running one.
@@ -383,7 +383,7 @@ func NodeShouldRunDaemonPod(n *nodev1.Node, p *podv1.Pod) (shouldRun, shouldCont
 }
 
 // DaemonSet decides one sync of a DaemonSet (upstream manage and
-// podsShouldBeOnNode, spec §14.4) given its admitted pod shape: on a node
+// podsShouldBeOnNode, spec §15.4) given its admitted pod shape: on a node
 // that should run it and has none of its pods (terminating ones count), a
 // pod bound to the node is created; Failed pods are deleted (recreated at
 // a later sync); of several live pods the oldest stays; on a node that
