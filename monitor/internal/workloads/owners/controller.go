@@ -150,6 +150,13 @@ func (c *Controller) Sync(ctx context.Context, fence nodestore.Fence) error {
 				return err
 			}
 		}
+		// Only from a complete list: a missing owner must mean a deleted one.
+		if err == nil {
+			lg := c.lg.With(zap.String("owner", "deleted"))
+			if err := s.delete(lg, Orphans(owners, pods)); err != nil {
+				return err
+			}
+		}
 	}
 	for _, e := range entries {
 		if err := s.place(e); err != nil {
@@ -193,19 +200,8 @@ func (s *syncer) owner(o Owner) error {
 	if plan.Waiting != "" {
 		lg.Debug(plan.Waiting)
 	}
-	for _, p := range plan.Delete {
-		md := p.GetMetadata()
-		_, _, rev, err := podlife.DeleteRevision(s.ctx, s.c.store, md.GetNamespace(), md.GetName(), podlife.DeleteOptions{UID: md.GetUid(), Fence: &s.fence}, s.now)
-		switch {
-		case errors.Is(err, nodestore.ErrFenced):
-			return err
-		case errors.Is(err, nodestore.ErrNotFound), errors.Is(err, podlife.ErrPrecondition):
-		case err != nil:
-			lg.Warn("cannot delete pod; retrying at the next sync", zap.String("pod", md.GetName()), zap.Error(err))
-		default:
-			s.wrote(rev)
-			lg.Info("pod deleted by its owner", zap.String("pod", md.GetName()), zap.String("node", p.GetSpec().GetNodeName()))
-		}
+	if err := s.delete(lg, plan.Delete); err != nil {
+		return err
 	}
 	for _, p := range plan.Create {
 		if err := s.create(lg, o, p); err != nil {
@@ -216,6 +212,26 @@ func (s *syncer) owner(o Owner) error {
 		return err
 	} else if err != nil {
 		lg.Warn("cannot write owner status; retrying at the next sync", zap.Error(err))
+	}
+	return nil
+}
+
+// delete deletes pods gracefully (podlife.Delete, their UID as
+// precondition, fenced); only a lost fence is returned.
+func (s *syncer) delete(lg *zap.Logger, pods []*podv1.Pod) error {
+	for _, p := range pods {
+		md := p.GetMetadata()
+		_, _, rev, err := podlife.DeleteRevision(s.ctx, s.c.store, md.GetNamespace(), md.GetName(), podlife.DeleteOptions{UID: md.GetUid(), Fence: &s.fence}, s.now)
+		switch {
+		case errors.Is(err, nodestore.ErrFenced):
+			return err
+		case errors.Is(err, nodestore.ErrNotFound), errors.Is(err, podlife.ErrPrecondition):
+		case err != nil:
+			lg.Warn("cannot delete pod; retrying at the next sync", zap.String("pod", md.GetName()), zap.Error(err))
+		default:
+			s.wrote(rev)
+			lg.Info("pod deleted by its owner", zap.String("pod", md.GetNamespace()+"/"+md.GetName()), zap.String("node", p.GetSpec().GetNodeName()))
+		}
 	}
 	return nil
 }

@@ -446,3 +446,31 @@ func DaemonSet(o Owner, shape *podv1.Pod, nodes []*nodev1.Node, pods []*podv1.Po
 	plan.Status = st
 	return plan
 }
+
+// Orphans returns the pods whose controller is a ReplicaSet, StatefulSet
+// or DaemonSet (by uid) that no longer exists, and that are not already
+// Terminating: Kubernetes' background cascading deletion of a deleted
+// owner's pods (the garbage collector, pkg/controller/garbagecollector),
+// done by the owner controllers here (spec §15.1). A reference without a
+// uid names no object and is left alone (a record an orchestrator wrote).
+func Orphans(owners []Owner, pods []*podv1.Pod) []*podv1.Pod {
+	type id struct{ kind, uid string }
+	live := map[id]bool{}
+	for _, o := range owners {
+		live[id{o.Kind, o.UID}] = true
+	}
+	var out []*podv1.Pod
+	for _, p := range pods {
+		r := controllerRef(p)
+		switch r.GetKind() {
+		case KindReplicaSet, KindStatefulSet, KindDaemonSet:
+		default:
+			continue
+		}
+		if r.GetUid() == "" || live[id{r.GetKind(), r.GetUid()}] || podlife.IsTerminating(p) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}

@@ -216,3 +216,18 @@ func TestDaemonSet(t *testing.T) {
 		t.Errorf("created on %v", created)
 	}
 }
+
+func TestOrphans(t *testing.T) {
+	rs := owner(KindReplicaSet, "web", 1)
+	gone := owner(KindReplicaSet, "gone", 1)
+	noUID := ownedPod(gone, "nouid", "n1")
+	noUID.Metadata.OwnerReferences[0].Uid = ""
+	mirror := ownedPod(gone, "mirror", "n1")
+	mirror.Metadata.OwnerReferences[0].Kind = "Node"
+	sameNameNewUID := ownedPod(gone, "old", "n1")
+	sameNameNewUID.Metadata.OwnerReferences[0].Name = "web"
+	pods := []*podv1.Pod{ownedPod(rs, "kept", "n1"), ownedPod(gone, "orphan", "n1"), ownedPod(gone, "ending", "n1", terminatingOpt), noUID, mirror, sameNameNewUID}
+	if got := names(Orphans([]Owner{rs}, pods)); !slices.Equal(got, []string{"orphan", "old"}) {
+		t.Fatalf("orphans %v, want [orphan old]", got)
+	}
+}

@@ -550,3 +550,33 @@ func TestPlacementWaitsForANode(t *testing.T) {
 }
 
 func validationLimits() validation.Limits { return validation.DefaultLimits() }
+
+// TestOwnerDeletedPodsGo: a deleted owner's pods are deleted gracefully
+// (background cascading deletion), once.
+func TestOwnerDeletedPodsGo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		w := newWorld(t, ctx)
+		for _, n := range []string{"n1", "n2", "n3"} {
+			w.node(n)
+		}
+		leader := &leadertest.Leader{}
+		_, fence := w.campaign("a")
+		leader.Lead(fence)
+		w.run(leader)
+		w.workloads() // no kubelets: pods stay Pending, db-1 never comes
+		if got := w.on("web-"); got != "n1:P n2:P n3:P" {
+			t.Fatalf("web pods %s", got)
+		}
+		w.apply(nodestore.Delete(nodestore.ReplicaSets, "default/web"))
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := w.on("web-"); got != "n1:T n2:T n3:T" {
+			t.Fatalf("web pods after their owner's deletion: %s, want all Terminating", got)
+		}
+		if got := w.on("db-"); got != "n1:P" {
+			t.Fatalf("db pods %s, want db-0 untouched", got)
+		}
+	})
+}
