@@ -247,6 +247,10 @@ type App struct {
 	server     *bootstrap.Server // the admin endpoint, and what Run runs
 }
 
+// ownersMinInterval spaces the owner controllers' syncs: at most ten a
+// second however fast the cache changes (each lists the owners from etcd).
+const ownersMinInterval = 100 * time.Millisecond
+
 // New builds a monitor and listens on its ports at once (":0" works; read
 // GRPCAddr and AdminAddr).
 func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
@@ -289,7 +293,7 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	if a.podGC, err = podgc.New(podgc.Config{Period: cfg.PodGCPeriod, Quarantine: cfg.PodGCQuarantine}, a.store, a.cache, a.ctl, lg, registerer); err != nil {
 		return nil, a.closeOnErr(err)
 	}
-	a.owners = owners.New(owners.Config{Resync: cfg.OwnersResync, Admission: cfg.Admission}, a.store, a.cache, owners.StoreSource{Store: a.store}, a.ctl, lg)
+	a.owners = owners.New(owners.Config{Resync: cfg.OwnersResync, MinInterval: ownersMinInterval, Admission: cfg.Admission}, a.store, a.cache, owners.StoreSource{Store: a.store}, a.ctl, lg)
 	a.evict.SetGC(eviction.GC{Period: a.podGC.Period(), Quarantine: a.podGC.Quarantine(), Queued: a.podGC.Queued})
 	upkeep, _ := a.store.(nodestore.Maintenance) // nil: this store has no upkeep (memstore)
 	if a.defrag, err = defrag.New(cfg.Defrag, upkeep, a.ctl, lg, registerer); err != nil {

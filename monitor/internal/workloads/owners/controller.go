@@ -56,6 +56,11 @@ type Config struct {
 	// Admission: the defaults every created pod gets, as PodService applies
 	// them.
 	Admission admission.Config
+	// MinInterval is the shortest pause between two syncs started by
+	// changes (zero: none). Every cache batch is a change, lease
+	// checkpoints and events included, and a sync lists the owners from
+	// the store, so a busy fleet would otherwise sync at its batch rate.
+	MinInterval time.Duration
 	// Now is the clock; After waits (tests inject both).
 	Now   func() time.Time
 	After func(time.Duration) <-chan time.Time
@@ -105,9 +110,11 @@ func (c *Controller) lead(ctx context.Context, fence nodestore.Fence, done <-cha
 	// the cache has reached the fence revision it has seen them all: no
 	// pod is created or evicted a second time across a failover.
 	c.minRev = fence.Revision
+	var last time.Time // when the last sync started
 	for {
 		changed := c.cache.Changed()
 		if c.cache.Synced() && c.cache.Revision() >= c.minRev {
+			last = c.cfg.Now()
 			if err := c.Sync(ctx, fence); errors.Is(err, nodestore.ErrFenced) {
 				c.lg.Warn("owner controllers stopped: no longer the leader")
 				return
@@ -119,6 +126,15 @@ func (c *Controller) lead(ctx context.Context, fence nodestore.Fence, done <-cha
 		case <-done:
 			return
 		case <-changed:
+			if wait := last.Add(c.cfg.MinInterval).Sub(c.cfg.Now()); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-done:
+					return
+				case <-c.cfg.After(wait):
+				}
+			}
 		case <-c.cfg.After(c.cfg.Resync):
 		}
 	}

@@ -78,7 +78,9 @@ func (w *world) campaign(id string) (nodestore.Session, nodestore.Fence) {
 	return s, l.Fence()
 }
 
-// run starts the evictor, pod GC and the owner controllers on leader.
+// run starts the evictor, pod GC and the owner controllers on leader; the
+// controllers without the monitor's 100 ms spacing of syncs, so every row
+// shows the exact instant of its transition.
 func (w *world) run(leader *leadertest.Leader) *Controller {
 	ev, err := eviction.New(eviction.Config{}, w.store, w.cache, leader, zap.NewNop(), nil)
 	if err != nil {
