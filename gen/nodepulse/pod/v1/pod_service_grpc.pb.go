@@ -67,8 +67,8 @@ type PodServiceClient interface {
 	// the message "Cannot evict pod as it would violate the pod's disruption
 	// budget." followed by the budget's cause (e.g. "The disruption budget web
 	// needs 2 healthy pods and has 2 currently"). A pod selected by more than
-	// one budget fails with FailedPrecondition, as upstream
-	// refuses it ("This pod has more than one PodDisruptionBudget, which the
+	// one budget fails with FailedPrecondition and upstream's words (upstream
+	// answers 500: "This pod has more than one PodDisruptionBudget, which the
 	// eviction subresource does not support."). A pod that is Pending, Succeeded
 	// or Failed, or already Terminating, is deleted without consulting
 	// budgets (upstream's canIgnorePDB). Needs the operator role.
@@ -210,8 +210,8 @@ type PodServiceServer interface {
 	// the message "Cannot evict pod as it would violate the pod's disruption
 	// budget." followed by the budget's cause (e.g. "The disruption budget web
 	// needs 2 healthy pods and has 2 currently"). A pod selected by more than
-	// one budget fails with FailedPrecondition, as upstream
-	// refuses it ("This pod has more than one PodDisruptionBudget, which the
+	// one budget fails with FailedPrecondition and upstream's words (upstream
+	// answers 500: "This pod has more than one PodDisruptionBudget, which the
 	// eviction subresource does not support."). A pod that is Pending, Succeeded
 	// or Failed, or already Terminating, is deleted without consulting
 	// budgets (upstream's canIgnorePDB). Needs the operator role.
