@@ -8,6 +8,8 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -79,7 +81,11 @@ type Controller struct {
 	// minRev: the revision of this leadership's last write; a sync waits
 	// until the cache has seen it, so it never decides on a state older
 	// than its own writes (upstream's expectations, by revision).
-	minRev int64
+	// Atomic: tests call Sync beside Run.
+	minRev atomic.Int64
+	// syncMu serialises syncs (tests call Sync beside Run): two at once
+	// would both create what one state lacks.
+	syncMu sync.Mutex
 }
 
 // New builds the controllers; src may be nil (only placement runs).
@@ -109,16 +115,14 @@ func (c *Controller) lead(ctx context.Context, fence nodestore.Fence, done <-cha
 	// this leadership's key (its fence compare failed after that), so once
 	// the cache has reached the fence revision it has seen them all: no
 	// pod is created or evicted a second time across a failover.
-	c.minRev = fence.Revision
+	c.minRev.Store(fence.Revision)
 	var last time.Time // when the last sync started
 	for {
 		changed := c.cache.Changed()
-		if c.cache.Synced() && c.cache.Revision() >= c.minRev {
-			last = c.cfg.Now()
-			if err := c.Sync(ctx, fence); errors.Is(err, nodestore.ErrFenced) {
-				c.lg.Warn("owner controllers stopped: no longer the leader")
-				return
-			}
+		last = c.cfg.Now()
+		if err := c.Sync(ctx, fence); errors.Is(err, nodestore.ErrFenced) {
+			c.lg.Warn("owner controllers stopped: no longer the leader")
+			return
 		}
 		select {
 		case <-ctx.Done():
@@ -144,9 +148,14 @@ func (c *Controller) lead(ctx context.Context, fence nodestore.Fence, done <-cha
 // Only a lost fence is returned; other failures are logged and retried at
 // the next sync. Exported for tests.
 func (c *Controller) Sync(ctx context.Context, fence nodestore.Fence) error {
+	c.syncMu.Lock()
+	defer c.syncMu.Unlock()
 	if why := c.leader.Paused(); why != "" {
 		c.lg.Debug("owner sync skipped: judgement paused", zap.String("why", why))
 		return nil
+	}
+	if !c.cache.Synced() || c.cache.Revision() < c.minRev.Load() {
+		return nil // the cache has not seen our last write yet: the next change brings it
 	}
 	now := c.cfg.Now()
 	nodes, _ := c.cache.Nodes()
@@ -195,8 +204,11 @@ type syncer struct {
 }
 
 func (s *syncer) wrote(rev int64) {
-	if rev > s.c.minRev {
-		s.c.minRev = rev
+	for {
+		cur := s.c.minRev.Load()
+		if rev <= cur || s.c.minRev.CompareAndSwap(cur, rev) {
+			return
+		}
 	}
 }
 
