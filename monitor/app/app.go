@@ -294,6 +294,9 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 		return nil, a.closeOnErr(err)
 	}
 	a.owners = owners.New(owners.Config{Resync: cfg.OwnersResync, MinInterval: ownersMinInterval, Admission: cfg.Admission}, a.store, a.cache, owners.StoreSource{Store: a.store}, a.ctl, lg)
+	if err := a.owners.Register(registerer); err != nil {
+		return nil, a.closeOnErr(err)
+	}
 	a.evict.SetGC(eviction.GC{Period: a.podGC.Period(), Quarantine: a.podGC.Quarantine(), Queued: a.podGC.Queued})
 	upkeep, _ := a.store.(nodestore.Maintenance) // nil: this store has no upkeep (memstore)
 	if a.defrag, err = defrag.New(cfg.Defrag, upkeep, a.ctl, lg, registerer); err != nil {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
@@ -21,6 +22,7 @@ import (
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/admission"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/placement"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podutil"
+	"github.com/nodepulse/nodepulse/services/metric"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 	"github.com/nodepulse/nodepulse/services/podlife"
@@ -30,6 +32,14 @@ import (
 // DefaultResync is the longest pause between two syncs without a change
 // in the cache.
 const DefaultResync = 5 * time.Second
+
+// Metric names.
+const (
+	MetricCreated = "nodepulse_monitor_owners_pods_created_total"
+	MetricDeleted = "nodepulse_monitor_owners_pods_deleted_total"
+	MetricPlaced  = "nodepulse_monitor_placement_pods_placed_total"
+	MetricSyncs   = "nodepulse_monitor_owners_syncs_total"
+)
 
 // Source gives the controllers the owners and takes their status. The
 // stored kinds of the owners live behind it, so the decisions here do not
@@ -82,7 +92,10 @@ type Controller struct {
 	// until the cache has seen it, so it never decides on a state older
 	// than its own writes (upstream's expectations, by revision).
 	// Atomic: tests call Sync beside Run.
-	minRev atomic.Int64
+	minRev           atomic.Int64
+	created, deleted *prometheus.CounterVec
+	placed, syncs    prometheus.Counter
+
 	// syncMu serialises syncs (tests call Sync beside Run): two at once
 	// would both create what one state lacks.
 	syncMu sync.Mutex
@@ -99,7 +112,24 @@ func New(cfg Config, store nodestore.Store, c *cache.Cache, src Source, leader L
 	if cfg.After == nil {
 		cfg.After = time.After
 	}
-	return &Controller{cfg: cfg, store: store, cache: c, src: src, leader: leader, lg: lg.Named("owners")}
+	return &Controller{cfg: cfg, store: store, cache: c, src: src, leader: leader, lg: lg.Named("owners"),
+		created: metric.CounterVec(MetricCreated, "Pods created by the owner controllers, by owner kind.", "kind"),
+		deleted: metric.CounterVec(MetricDeleted, "Pods deleted (gracefully) by the owner controllers, by owner kind (\"deleted\": the owner is gone).", "kind"),
+		placed:  metric.Counter(MetricPlaced, "Unbound pods bound to a node by placement (pods created already placed included)."),
+		syncs:   metric.Counter(MetricSyncs, "Syncs of the owner controllers and placement on the leader."),
+	}
+}
+
+// Register adds the controllers' metrics to reg (nil: none).
+func (c *Controller) Register(reg prometheus.Registerer) error {
+	for _, k := range []string{KindReplicaSet, KindStatefulSet, KindDaemonSet} {
+		c.created.WithLabelValues(k)
+		c.deleted.WithLabelValues(k)
+	}
+	if err := metric.Register(reg, c.created, c.deleted, c.placed, c.syncs); err != nil {
+		return fmt.Errorf("register owner controller metrics: %w", err)
+	}
+	return nil
 }
 
 // Run follows the leadership until ctx ends.
@@ -157,6 +187,7 @@ func (c *Controller) Sync(ctx context.Context, fence nodestore.Fence) error {
 	if !c.cache.Synced() || c.cache.Revision() < c.minRev.Load() {
 		return nil // the cache has not seen our last write yet: the next change brings it
 	}
+	c.syncs.Inc()
 	now := c.cfg.Now()
 	nodes, _ := c.cache.Nodes()
 	entries, _ := c.cache.Pods()
@@ -178,7 +209,7 @@ func (c *Controller) Sync(ctx context.Context, fence nodestore.Fence) error {
 		// Only from a complete list: a missing owner must mean a deleted one.
 		if err == nil {
 			lg := c.lg.With(zap.String("owner", "deleted"))
-			if err := s.delete(lg, Orphans(owners, pods)); err != nil {
+			if err := s.delete(lg, "deleted", Orphans(owners, pods)); err != nil {
 				return err
 			}
 		}
@@ -228,7 +259,7 @@ func (s *syncer) owner(o Owner) error {
 	if plan.Waiting != "" {
 		lg.Debug(plan.Waiting)
 	}
-	if err := s.delete(lg, plan.Delete); err != nil {
+	if err := s.delete(lg, o.Kind, plan.Delete); err != nil {
 		return err
 	}
 	for _, p := range plan.Create {
@@ -246,7 +277,7 @@ func (s *syncer) owner(o Owner) error {
 
 // delete deletes pods gracefully (podlife.Delete, their UID as
 // precondition, fenced); only a lost fence is returned.
-func (s *syncer) delete(lg *zap.Logger, pods []*podv1.Pod) error {
+func (s *syncer) delete(lg *zap.Logger, kind string, pods []*podv1.Pod) error {
 	for _, p := range pods {
 		md := p.GetMetadata()
 		_, _, rev, err := podlife.DeleteRevision(s.ctx, s.c.store, md.GetNamespace(), md.GetName(), podlife.DeleteOptions{UID: md.GetUid(), Fence: &s.fence}, s.now)
@@ -258,6 +289,7 @@ func (s *syncer) delete(lg *zap.Logger, pods []*podv1.Pod) error {
 			lg.Warn("cannot delete pod; retrying at the next sync", zap.String("pod", md.GetName()), zap.Error(err))
 		default:
 			s.wrote(rev)
+			s.c.deleted.WithLabelValues(kind).Inc()
 			lg.Info("pod deleted by its owner", zap.String("pod", md.GetNamespace()+"/"+md.GetName()), zap.String("node", p.GetSpec().GetNodeName()))
 		}
 	}
@@ -293,6 +325,10 @@ func (s *syncer) create(lg *zap.Logger, o Owner, p *podv1.Pod) error {
 		lg.Warn("cannot create pod; retrying at the next sync", zap.String("pod", stored.Metadata.Name), zap.Error(err))
 	default:
 		s.wrote(rev)
+		s.c.created.WithLabelValues(o.Kind).Inc()
+		if stored.Spec.NodeName != "" {
+			s.c.placed.Inc()
+		}
 		s.pods = append(s.pods, stored)
 		lg.Info("pod created by its owner", zap.String("pod", stored.Metadata.Name), zap.String("node", stored.Spec.NodeName))
 	}
@@ -345,6 +381,7 @@ func (s *syncer) place(e cache.PodEntry) error {
 	default:
 		s.wrote(rev)
 		if n := np.Spec.NodeName; n != "" {
+			s.c.placed.Inc()
 			s.pods = append(s.pods, np)
 			s.c.lg.Info("pod placed", zap.String("pod", md.GetNamespace()+"/"+md.GetName()), zap.String("node", n))
 		}

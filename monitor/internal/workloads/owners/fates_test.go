@@ -15,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 
 	appsv1 "github.com/nodepulse/nodepulse/gen/nodepulse/apps/v1"
@@ -566,7 +567,7 @@ func TestOwnerDeletedPodsGo(t *testing.T) {
 		leader := &leadertest.Leader{}
 		_, fence := w.campaign("a")
 		leader.Lead(fence)
-		w.run(leader)
+		oc := w.run(leader)
 		w.workloads() // no kubelets: pods stay Pending, db-1 never comes
 		if got := w.on("web-"); got != "n1:P n2:P n3:P" {
 			t.Fatalf("web pods %s", got)
@@ -579,6 +580,17 @@ func TestOwnerDeletedPodsGo(t *testing.T) {
 		}
 		if got := w.on("db-"); got != "n1:P" {
 			t.Fatalf("db pods %s, want db-0 untouched", got)
+		}
+		if n := testutil.ToFloat64(oc.deleted.WithLabelValues("deleted")); n != 3 {
+			t.Errorf("%s{kind=deleted} = %v, want 3", MetricDeleted, n)
+		}
+		// 3 web, db-0, 3 agent pods were created, and placed with the bare
+		// and static pods already bound.
+		if n := testutil.ToFloat64(oc.created.WithLabelValues(KindReplicaSet)); n != 3 {
+			t.Errorf("%s{kind=ReplicaSet} = %v, want 3", MetricCreated, n)
+		}
+		if n := testutil.ToFloat64(oc.placed); n != 7 {
+			t.Errorf("%s = %v, want 7", MetricPlaced, n)
 		}
 	})
 }
