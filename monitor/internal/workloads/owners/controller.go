@@ -267,6 +267,9 @@ func (s *syncer) owner(o Owner) error {
 			return err
 		}
 	}
+	if o.Stored != nil && *o.Stored == plan.Status {
+		return nil // unchanged: no read, no write
+	}
 	if err := s.c.src.SetStatus(s.ctx, &s.fence, o, plan.Status); errors.Is(err, nodestore.ErrFenced) {
 		return err
 	} else if err != nil {

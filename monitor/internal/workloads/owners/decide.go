@@ -58,11 +58,14 @@ type Owner struct {
 	Template *podv1.Pod
 	// Parallel is a StatefulSet's podManagementPolicy: Parallel.
 	Parallel bool
+	// Stored is the status as read with the owner (nil: unknown); a sync
+	// whose status equals it writes nothing.
+	Stored *Status
 }
 
-// Status is what the controller reports about an owner. ReplicaSet and
-// StatefulSet fill Replicas, Ready, Terminating; DaemonSet fills Desired,
-// Current, Ready, Misscheduled.
+// Status is what the controller reports about an owner. ReplicaSet fills
+// Replicas, Ready, Terminating; StatefulSet Replicas, Ready; DaemonSet
+// Desired, Current, Ready, Misscheduled.
 type Status struct {
 	ObservedGeneration int64
 	Replicas           int
@@ -277,12 +280,8 @@ func StatefulSet(o Owner, pods []*podv1.Pod) Plan {
 		if !claimed(o, p) {
 			continue
 		}
-		switch {
-		case podlife.IsTerminating(p):
-			if !podlife.IsTerminal(p) {
-				st.Terminating++
-			}
-		default:
+		// StatefulSet status has no terminating count (upstream neither).
+		if !podlife.IsTerminating(p) {
 			st.Replicas++
 			if runningReady(p) {
 				st.Ready++

@@ -60,11 +60,21 @@ func FromStored(o nodestore.Object) Owner {
 	switch v := o.Value.(type) {
 	case *appsv1.ReplicaSet:
 		ow.Kind, md, replicas, sel, tmpl = KindReplicaSet, v.GetMetadata(), v.GetSpec().Replicas, v.GetSpec().GetSelector(), v.GetSpec().GetTemplate()
+		if st := v.GetStatus(); st != nil {
+			ow.Stored = &Status{ObservedGeneration: st.GetObservedGeneration(), Replicas: int(st.GetReplicas()), Ready: int(st.GetReadyReplicas()), Terminating: int(st.GetTerminatingReplicas())}
+		}
 	case *appsv1.StatefulSet:
 		ow.Kind, md, replicas, sel, tmpl = KindStatefulSet, v.GetMetadata(), v.GetSpec().Replicas, v.GetSpec().GetSelector(), v.GetSpec().GetTemplate()
 		ow.Parallel = v.GetSpec().GetPodManagementPolicy() == PolicyParallel
+		if st := v.GetStatus(); st != nil {
+			ow.Stored = &Status{ObservedGeneration: st.GetObservedGeneration(), Replicas: int(st.GetReplicas()), Ready: int(st.GetReadyReplicas())}
+		}
 	case *appsv1.DaemonSet:
 		ow.Kind, md, sel, tmpl = KindDaemonSet, v.GetMetadata(), v.GetSpec().GetSelector(), v.GetSpec().GetTemplate()
+		if st := v.GetStatus(); st != nil {
+			ow.Stored = &Status{ObservedGeneration: st.GetObservedGeneration(), Desired: int(st.GetDesiredNumberScheduled()), Current: int(st.GetCurrentNumberScheduled()),
+				Ready: int(st.GetNumberReady()), Misscheduled: int(st.GetNumberMisscheduled())}
+		}
 	}
 	ns, name := splitKey(o.Name)
 	ow.Namespace, ow.Name, ow.UID, ow.Generation = ns, name, md.GetUid(), md.GetGeneration()
