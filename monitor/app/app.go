@@ -248,7 +248,7 @@ type App struct {
 }
 
 // ownersMinInterval spaces the owner controllers' syncs: at most ten a
-// second however fast the cache changes (each lists the owners from etcd).
+// second however fast the cache changes (each walks every pod).
 const ownersMinInterval = 100 * time.Millisecond
 
 // New builds a monitor and listens on its ports at once (":0" works; read
@@ -293,7 +293,7 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	if a.podGC, err = podgc.New(podgc.Config{Period: cfg.PodGCPeriod, Quarantine: cfg.PodGCQuarantine}, a.store, a.cache, a.ctl, lg, registerer); err != nil {
 		return nil, a.closeOnErr(err)
 	}
-	a.owners = owners.New(owners.Config{Resync: cfg.OwnersResync, MinInterval: ownersMinInterval, Admission: cfg.Admission}, a.store, a.cache, owners.StoreSource{Store: a.store}, a.ctl, lg)
+	a.owners = owners.New(owners.Config{Resync: cfg.OwnersResync, MinInterval: ownersMinInterval, Admission: cfg.Admission}, a.store, a.cache, owners.CacheSource{Cache: a.cache, StoreSource: owners.StoreSource{Store: a.store}}, a.ctl, lg)
 	if err := a.owners.Register(registerer); err != nil {
 		return nil, a.closeOnErr(err)
 	}

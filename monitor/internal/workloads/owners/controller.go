@@ -45,8 +45,9 @@ const (
 // stored kinds of the owners live behind it, so the decisions here do not
 // depend on their wire form.
 type Source interface {
-	// Owners lists every ReplicaSet, StatefulSet and DaemonSet, read at a
-	// revision at least as new as the cache's.
+	// Owners lists every ReplicaSet, StatefulSet and DaemonSet, read
+	// after the cache's pods (so every pod's existing owner is listed);
+	// an error means the list may be incomplete.
 	Owners(ctx context.Context) ([]Owner, error)
 	// SetStatus writes st as o's status (a no-op when it is unchanged),
 	// fenced.
@@ -70,8 +71,8 @@ type Config struct {
 	Admission admission.Config
 	// MinInterval is the shortest pause between two syncs started by
 	// changes (zero: none). Every cache batch is a change, lease
-	// checkpoints and events included, and a sync lists the owners from
-	// the store, so a busy fleet would otherwise sync at its batch rate.
+	// checkpoints and events included, and a sync walks every pod, so a
+	// busy fleet would otherwise sync at its batch rate.
 	MinInterval time.Duration
 	// Now is the clock; After waits (tests inject both).
 	Now   func() time.Time

@@ -91,7 +91,7 @@ func (w *world) run(leader *leadertest.Leader) *Controller {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	oc := New(Config{Admission: admission.DefaultConfig()}, w.store, w.cache, StoreSource{Store: w.store}, leader, zap.NewNop())
+	oc := New(Config{Admission: admission.DefaultConfig()}, w.store, w.cache, CacheSource{Cache: w.cache, StoreSource: StoreSource{Store: w.store}}, leader, zap.NewNop())
 	go func() { _ = ev.Run(w.ctx) }()
 	go func() { _ = gc.Run(w.ctx) }()
 	go func() { _ = oc.Run(w.ctx) }()
@@ -492,7 +492,7 @@ func TestFailoverNoDuplicate(t *testing.T) {
 			t.Fatalf("after the failover: web pods %s, want exactly one replacement", got)
 		}
 		// The deposed leader's controller cannot write any more.
-		a := New(Config{Admission: admission.DefaultConfig()}, w.store, w.cache, StoreSource{Store: w.store}, la, zap.NewNop())
+		a := New(Config{Admission: admission.DefaultConfig()}, w.store, w.cache, CacheSource{Cache: w.cache, StoreSource: StoreSource{Store: w.store}}, la, zap.NewNop())
 		lb.SetPaused("test: b holds still while a tries")
 		w.apply(nodestore.Delete(nodestore.Pods, "default/"+w.podsOf("web-")[len(w.podsOf("web-"))-1].Metadata.Name))
 		if err := a.Sync(ctx, fa); !errors.Is(err, nodestore.ErrFenced) {

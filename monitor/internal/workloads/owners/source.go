@@ -14,6 +14,7 @@ import (
 	appsv1 "github.com/nodepulse/nodepulse/gen/nodepulse/apps/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 )
 
@@ -178,4 +179,28 @@ func (s StoreSource) SetStatus(ctx context.Context, fence *nodestore.Fence, o Ow
 		}
 	}
 	return fmt.Errorf("status of %s %s: %w", o.Kind, key, nodestore.ErrConflict)
+}
+
+// CacheSource reads the owners from the monitor's cache (no etcd read per
+// sync) and writes their status through the store. The controller lists
+// the cache's pods before the owners, so every pod's existing owner is in
+// the list (what Orphans relies on), and the cache has seen the leader's
+// own last write before a sync starts (spec §15.1).
+type CacheSource struct {
+	Cache *cache.Cache
+	StoreSource
+}
+
+// Owners implements Source.
+func (s CacheSource) Owners(context.Context) ([]Owner, error) {
+	if !s.Cache.Synced() {
+		return nil, errors.New("cache not synced")
+	}
+	entries, _ := s.Cache.Objects(ownerKinds...)
+	out := make([]Owner, 0, len(entries))
+	for _, e := range entries {
+		md := e.Object.GetMetadata()
+		out = append(out, FromStored(nodestore.Object{Kind: e.Kind, Name: md.GetNamespace() + "/" + md.GetName(), Value: e.Object, ModRevision: e.ModRevision}))
+	}
+	return out, nil
 }
