@@ -87,7 +87,7 @@ type Config struct {
 	PodGCPeriod     time.Duration
 	PodGCQuarantine time.Duration
 	// OwnersResync is the longest pause between two syncs of the owner
-	// controllers and placement (spec §15); changes in the cache wake them
+	// controllers and placement (spec §16); changes in the cache wake them
 	// at once.
 	OwnersResync time.Duration
 	// MonitorPeriod (--node-monitor-period) is the pause between health

@@ -116,7 +116,7 @@ func TestOwnersAPIOnTwoReplicas(t *testing.T) {
 		if err != nil {
 			t.Fatalf("watch after %v: %v", types, err)
 		}
-		// The owner controller's status writes (spec §15) keep the
+		// The owner controller's status writes (spec §16) keep the
 		// generation: only spec changes are counted here.
 		g := ev.GetWorkload().GetStatefulSet().GetMetadata().GetGeneration()
 		if ev.GetType() == "MODIFIED" && g == gen {

@@ -20,7 +20,7 @@ import (
 	"github.com/nodepulse/nodepulse/tests/etcdtest"
 )
 
-// TestMonitorOwners runs the owner controllers and placement (spec §14) on
+// TestMonitorOwners runs the owner controllers and placement (spec §16) on
 // a real etcd with short timers: three nodes, a ReplicaSet of 3, a Parallel
 // StatefulSet of 2, a DaemonSet. Node "a" stops renewing: its ReplicaSet
 // pod is replaced on another node while it is still Terminating, its

@@ -2,7 +2,7 @@
 // Copyright The nodepulse Authors
 
 // Package owners holds the owner controllers of the monitor's workloads
-// part (spec §15): ReplicaSet (a Deployment is a ReplicaSet owner here),
+// part (spec §16): ReplicaSet (a Deployment is a ReplicaSet owner here),
 // StatefulSet and DaemonSet, and the placement loop that binds every
 // unbound pod through package placement. They run on the leader only,
 // write through nodestore with the leader's fence, and decide from the
@@ -102,7 +102,7 @@ func controllerRef(p *podv1.Pod) *nodev1.OwnerReference {
 
 // claimed: the pod's controller reference is the owner (by UID) and its
 // labels match the selector. Adoption of orphans and release of pods whose
-// labels no longer match are not done (spec §15.2): a pod is the owner's
+// labels no longer match are not done (spec §16.2): a pod is the owner's
 // only if the owner created it.
 func claimed(o Owner, p *podv1.Pod) bool {
 	r := controllerRef(p)
@@ -159,7 +159,7 @@ func maps(m map[string]string) map[string]string {
 }
 
 // ReplicaSet decides one sync of a ReplicaSet (upstream manageReplicas,
-// spec §15.2). Active claimed pods are compared with Replicas: missing
+// spec §16.2). Active claimed pods are compared with Replicas: missing
 // ones are created (unnamed: the controller names them <rs>-<5 random
 // characters>, upstream's generateName), the surplus deleted. A terminating pod is not active, so its replacement is
 // created in the same sync that first sees its deletion timestamp.
@@ -196,7 +196,7 @@ func ReplicaSet(o Owner, pods []*podv1.Pod) Plan {
 }
 
 // deletionOrder ranks the pods to delete first first, upstream's
-// ActivePods ordering simplified (spec §15.2): unbound before bound,
+// ActivePods ordering simplified (spec §16.2): unbound before bound,
 // Pending before Unknown before Running, not Ready before Ready, newer
 // before older, then by name so every replica decides alike.
 func deletionOrder(a, b *podv1.Pod) int {
@@ -254,7 +254,7 @@ func ordinal(set, name string) (int, bool) {
 }
 
 // StatefulSet decides one sync of a StatefulSet (upstream
-// StatefulSetControl, spec §15.3). Ordinal i's slot is filled by any pod
+// StatefulSetControl, spec §16.3). Ordinal i's slot is filled by any pod
 // named <set>-<i>, claimed or not, terminating or not: a pod is created
 // only into an empty slot, so two pods never share an identity.
 // OrderedReady stops at the first slot that is empty (after creating it),
@@ -356,7 +356,7 @@ func DaemonTolerations(o Owner, adm admission.Config) *podv1.Pod {
 }
 
 // NodeShouldRunDaemonPod is upstream's (shouldRun, shouldContinueRunning)
-// for the admitted daemon pod p on node n (spec §15.4): a pod pinned by
+// for the admitted daemon pod p on node n (spec §16.4): a pod pinned by
 // name elsewhere fits neither; an untolerated NoSchedule or NoExecute
 // taint stops new pods, and only an untolerated NoExecute taint stops the
 // running one.
@@ -382,7 +382,7 @@ func NodeShouldRunDaemonPod(n *nodev1.Node, p *podv1.Pod) (shouldRun, shouldCont
 }
 
 // DaemonSet decides one sync of a DaemonSet (upstream manage and
-// podsShouldBeOnNode, spec §15.4) given its admitted pod shape: on a node
+// podsShouldBeOnNode, spec §16.4) given its admitted pod shape: on a node
 // that should run it and has none of its pods (terminating ones count), a
 // pod bound to the node is created; Failed pods are deleted (recreated at
 // a later sync); of several live pods the oldest stays; on a node that
@@ -450,7 +450,7 @@ func DaemonSet(o Owner, shape *podv1.Pod, nodes []*nodev1.Node, pods []*podv1.Po
 // or DaemonSet (by uid) that no longer exists, and that are not already
 // Terminating: Kubernetes' background cascading deletion of a deleted
 // owner's pods (the garbage collector, pkg/controller/garbagecollector),
-// done by the owner controllers here (spec §15.1). A reference without a
+// done by the owner controllers here (spec §16.1). A reference without a
 // uid names no object and is left alone (a record an orchestrator wrote).
 func Orphans(owners []Owner, pods []*podv1.Pod) []*podv1.Pod {
 	type id struct{ kind, uid string }

@@ -329,7 +329,7 @@ var healthy = want{web: "n1 n2 n3", db: "n1 n2", agent: "n1 n2 n3", static: "n1"
 // the replacement of n1's web pod goes to n3 (n2 holds db-1 too), and a
 // recreated db-0 then to n2 (tie, name first).
 
-// TestPerKindTable is workload-fates' per-kind table (spec §15.6) row by
+// TestPerKindTable is workload-fates' per-kind table (spec §16.6) row by
 // row, each event at t=0 on n1 after the workloads run, under the fake
 // clock with the defaults: 300 s tolerations, 20 s pod GC period, 40 s
 // quarantine.

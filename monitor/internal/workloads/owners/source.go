@@ -185,7 +185,7 @@ func (s StoreSource) SetStatus(ctx context.Context, fence *nodestore.Fence, o Ow
 // sync) and writes their status through the store. The controller lists
 // the cache's pods before the owners, so every pod's existing owner is in
 // the list (what Orphans relies on), and the cache has seen the leader's
-// own last write before a sync starts (spec §15.1).
+// own last write before a sync starts (spec §16.1).
 type CacheSource struct {
 	Cache *cache.Cache
 	StoreSource

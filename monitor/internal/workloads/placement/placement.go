@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright The nodepulse Authors
 
-// Package placement chooses the node of an unbound pod (spec §15.5): the
+// Package placement chooses the node of an unbound pod (spec §16.5): the
 // few filters of upstream's default scheduler that matter for node health
 // (pkg/scheduler/framework/plugins/nodeunschedulable and tainttoleration),
 // and the fewest pods per node as the only score. It is a pure function of
