@@ -245,6 +245,11 @@ func (s *syncer) wrote(rev int64) {
 }
 
 func (s *syncer) owner(o Owner) error {
+	if !Managed(o) {
+		s.c.lg.Debug("owner left alone: no selector, or it does not select its template",
+			zap.String("owner", o.Kind+"/"+o.Namespace+"/"+o.Name))
+		return nil
+	}
 	var plan Plan
 	switch o.Kind {
 	case KindReplicaSet:

@@ -51,7 +51,8 @@ type Owner struct {
 	Namespace, Name, UID string
 	Generation           int64
 	Replicas             int // ReplicaSet, StatefulSet
-	// Selector matches the labels of the owner's pods.
+	// Selector matches the labels of the owner's pods; nil: the owner has
+	// none (an invalid record, which the controllers leave alone).
 	Selector func(labels map[string]string) bool
 	// Template is the pod to create: labels and annotations from its
 	// metadata, its spec.
@@ -109,7 +110,16 @@ func claimed(o Owner, p *podv1.Pod) bool {
 	if r == nil || r.GetUid() != o.UID || r.GetKind() != o.Kind {
 		return false
 	}
-	return o.Selector == nil || o.Selector(p.GetMetadata().GetLabels())
+	return o.Selector != nil && o.Selector(p.GetMetadata().GetLabels())
+}
+
+// Managed reports whether the controllers act for o: its selector exists
+// and selects its own template, as validation requires of every owner
+// (upstream ValidateReplicaSetSpec and its kin). A record written around
+// validation that fails this is left alone, rather than made to create
+// pods it would never count as its own.
+func Managed(o Owner) bool {
+	return o.Selector != nil && o.Selector(o.Template.GetMetadata().GetLabels())
 }
 
 // active is upstream IsPodActive: not terminal and not terminating.

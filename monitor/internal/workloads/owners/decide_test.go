@@ -231,3 +231,21 @@ func TestOrphans(t *testing.T) {
 		t.Fatalf("orphans %v, want [orphan old]", got)
 	}
 }
+
+func TestManaged(t *testing.T) {
+	rs := owner(KindReplicaSet, "web", 1)
+	if !Managed(rs) {
+		t.Fatal("a valid owner is not managed")
+	}
+	noSel := rs
+	noSel.Selector = nil
+	other := rs
+	other.Template = &podv1.Pod{Metadata: &nodev1.ObjectMeta{Labels: map[string]string{"app": "db"}}}
+	noTmpl := rs
+	noTmpl.Template = nil
+	for _, o := range []Owner{noSel, other, noTmpl} {
+		if Managed(o) {
+			t.Errorf("owner %+v managed", o)
+		}
+	}
+}

@@ -83,7 +83,9 @@ func FromStored(o nodestore.Object) Owner {
 	if replicas != nil {
 		ow.Replicas = int(*replicas)
 	}
-	ow.Selector = func(l map[string]string) bool { return Matches(sel, l) }
+	if sel != nil {
+		ow.Selector = func(l map[string]string) bool { return Matches(sel, l) }
+	}
 	ow.Template = &podv1.Pod{Metadata: tmpl.GetMetadata(), Spec: tmpl.GetSpec()}
 	return ow
 }
