@@ -33,6 +33,7 @@ import (
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/admission"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/disruption"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/eviction"
+	"github.com/nodepulse/nodepulse/monitor/internal/workloads/owners"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podgc"
 	"github.com/nodepulse/nodepulse/services/admin"
 	"github.com/nodepulse/nodepulse/services/bootstrap"
@@ -86,6 +87,10 @@ type Config struct {
 	// node are kept before pod GC removes them (quarantineTime, 40 s).
 	PodGCPeriod     time.Duration
 	PodGCQuarantine time.Duration
+	// OwnersResync is the longest pause between two syncs of the owner
+	// controllers and placement (spec §16); changes in the cache wake them
+	// at once.
+	OwnersResync time.Duration
 	// MonitorPeriod (--node-monitor-period) is the pause between health
 	// passes; it must be well below the grace period.
 	MonitorPeriod time.Duration
@@ -153,6 +158,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.EvictionResync, "eviction.resync-period", eviction.DefaultConfig().Resync, "how often the evictor reprocesses every pod on a node with NoExecute taints (retries failed deletions, catches missed changes)")
 	fs.DurationVar(&c.PodGCPeriod, "pod-gc-period", podgc.DefaultPeriod, "pause between two pod GC passes on the leader: Terminating pods of out-of-service, not-Ready nodes and of no node are force-deleted, and pods of deleted nodes once their quarantine is over")
 	fs.DurationVar(&c.PodGCQuarantine, "pod-gc-quarantine", podgc.DefaultQuarantine, "how long pod GC keeps the pods of a node that does not exist before it checks the store again and force-deletes them (a node that reappears meanwhile saves them)")
+	fs.DurationVar(&c.OwnersResync, "owners.resync-period", owners.DefaultResync, "longest pause between two syncs of the ReplicaSet, StatefulSet and DaemonSet controllers and the placement of unbound pods on the leader (any change in the cache starts one at once)")
 	fs.DurationVar(&c.MonitorPeriod, "node-monitor-period", 5*time.Second, "pause between two health passes (measured from the end of the previous one)")
 
 	fs.StringVar(&c.ID, "monitor.id", "", "id of this replica in the leader election and in health records (default <hostname>-<random>)")
@@ -206,6 +212,9 @@ func (c *Config) Validate() error {
 	if c.PodGCPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("--pod-gc-period (%s) must be positive", c.PodGCPeriod))
 	}
+	if c.OwnersResync < 0 {
+		errs = append(errs, fmt.Errorf("--owners.resync-period (%s) must not be negative", c.OwnersResync))
+	}
 	if c.PodGCQuarantine <= 0 {
 		errs = append(errs, fmt.Errorf("--pod-gc-quarantine (%s) must be positive", c.PodGCQuarantine))
 	}
@@ -233,11 +242,16 @@ type App struct {
 	evict      *eviction.Runner
 	podGC      *podgc.GC
 	disrupt    *disruption.Controller
+	owners     *owners.Controller
 	compact    *compactor.Compactor
 	defrag     *defrag.Defragmenter
 	grpc       *grpcserver.Server
 	server     *bootstrap.Server // the admin endpoint, and what Run runs
 }
+
+// ownersMinInterval spaces the owner controllers' syncs: at most ten a
+// second however fast the cache changes (each walks every pod).
+const ownersMinInterval = 100 * time.Millisecond
 
 // New builds a monitor and listens on its ports at once (":0" works; read
 // GRPCAddr and AdminAddr).
@@ -282,6 +296,10 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 		return nil, a.closeOnErr(err)
 	}
 	a.disrupt = disruption.New(disruption.Config{}, a.store, a.cachedPods, a.ctl, lg)
+	a.owners = owners.New(owners.Config{Resync: cfg.OwnersResync, MinInterval: ownersMinInterval, Admission: cfg.Admission}, a.store, a.cache, owners.CacheSource{Cache: a.cache, StoreSource: owners.StoreSource{Store: a.store}}, a.ctl, lg)
+	if err := a.owners.Register(registerer); err != nil {
+		return nil, a.closeOnErr(err)
+	}
 	a.evict.SetGC(eviction.GC{Period: a.podGC.Period(), Quarantine: a.podGC.Quarantine(), Queued: a.podGC.Queued})
 	upkeep, _ := a.store.(nodestore.Maintenance) // nil: this store has no upkeep (memstore)
 	if a.defrag, err = defrag.New(cfg.Defrag, upkeep, a.ctl, lg, registerer); err != nil {
@@ -391,6 +409,7 @@ func (a *App) Run(ctx context.Context) error {
 	g.Add("evictor", run.Func(a.evict.Run))
 	g.Add("podgc", run.Func(a.podGC.Run))
 	g.Add("disruption", run.Func(a.disrupt.Run))
+	g.Add("owners", run.Func(a.owners.Run))
 	g.Add("compactor", run.Func(a.compact.Run))
 	g.Add("defrag", run.Func(a.defrag.Run))
 	g.Add("grpc", a.grpc)
