@@ -7,7 +7,8 @@
 // graceful deletions requested while it was away (a terminal phase, then a
 // grace-0 delete with the pod's uid as precondition), writes Ready=True
 // again on the pods it still runs, restoring the transition time it had
-// cached, and keeps a mirror pod in the API for each static pod of its
+// cached, starts the pods bound to it that are still Pending (phase Running,
+// Ready=True), and keeps a mirror pod in the API for each static pod of its
 // manifest directory. A pod in a terminal phase is left alone; there are
 // no containers, so "stopping" a pod is only the status it ends with.
 //
@@ -51,6 +52,13 @@ const (
 	// ReasonPodCompleted is the Ready=False reason of a pod in a terminal
 	// phase (kubelet GeneratePodReadyCondition).
 	ReasonPodCompleted = "PodCompleted"
+)
+
+// Conditions the agent writes when it starts a pending pod, besides Ready
+// (kubelet types PodConditionsByKubelet).
+const (
+	ConditionInitialized     = "Initialized"
+	ConditionContainersReady = "ContainersReady"
 )
 
 // Config of an Agent.
@@ -331,9 +339,14 @@ func (a *Agent) mirrorCurrent(key string, cur *podv1.Pod) bool {
 // agent cached when it last saw the pod Ready (the kubelet re-sends its
 // cached condition, so the time reverts to before the outage, upstream
 // issue #119514), or now when it has none (a restarted reporter, or a pod
-// it never saw Ready). Every other condition (DisruptionTarget) is kept.
+// it never saw Ready). Every other condition (DisruptionTarget) is kept. A
+// Pending pod is started (startedStatus).
 func (a *Agent) readyStatus(p *podv1.Pod, now time.Time) (*podv1.PodStatus, bool) {
 	st := p.GetStatus()
+	if ph := st.GetPhase(); ph == validation.PodPending || ph == "" {
+		a.readySince[p.GetMetadata().GetUid()] = now
+		return startedStatus(st, now), true
+	}
 	if st.GetPhase() != validation.PodRunning || findCondition(st, nodemodel.Ready).GetStatus() == nodemodel.True {
 		return nil, false
 	}
@@ -349,6 +362,23 @@ func (a *Agent) readyStatus(p *podv1.Pod, now time.Time) (*podv1.PodStatus, bool
 	}
 	setCondition(out, &podv1.PodCondition{Type: nodemodel.Ready, Status: nodemodel.True, LastTransitionTime: nodemodel.Timestamp(since)})
 	return out, true
+}
+
+// startedStatus is the status of a Pending pod bound to the node once the
+// node starts it, as the kubelet's SyncPod does (generateAPIPodStatus):
+// phase Running with Initialized, ContainersReady and Ready True since now.
+// There are no containers or probes, so a started pod is at once ready;
+// without this, pods the owner controllers create would stay Pending.
+func startedStatus(st *podv1.PodStatus, now time.Time) *podv1.PodStatus {
+	out := proto.CloneOf(st)
+	if out == nil {
+		out = &podv1.PodStatus{}
+	}
+	out.Phase = validation.PodRunning
+	for _, t := range []string{ConditionInitialized, ConditionContainersReady, nodemodel.Ready} {
+		setCondition(out, &podv1.PodCondition{Type: t, Status: nodemodel.True, LastTransitionTime: nodemodel.Timestamp(now)})
+	}
+	return out
 }
 
 // Terminated is the status a pod ends with when its deletion stops it: its

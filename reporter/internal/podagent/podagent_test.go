@@ -132,8 +132,29 @@ func TestDecide(t *testing.T) {
 			}
 		},
 	}, {
-		name:  "terminal and pending pods are left alone",
-		steps: []step{{at: 0, sync: full(pod("f", "Failed", cond("Ready", "False", at(-5))), pod("s", "Succeeded"), pod("p", "Pending")), want: nil}},
+		name:  "terminal pods are left alone",
+		steps: []step{{at: 0, sync: full(pod("f", "Failed", cond("Ready", "False", at(-5))), pod("s", "Succeeded")), want: nil}},
+	}, {
+		name: "pending pods are started: Running, Initialized, ContainersReady and Ready True since now",
+		steps: []step{
+			{at: 0, sync: full(pod("p", "Pending", cond("PodScheduled", "True", at(-5))), pod("q", "")), want: []string{"set-ready ns/p", "set-ready ns/q"}},
+		},
+		check: func(t *testing.T, acts []Action) {
+			for _, a := range acts {
+				st := a.Request.GetPodStatus().GetStatus()
+				if st.GetPhase() != "Running" {
+					t.Fatalf("%s: phase %q, want Running", a.Key, st.GetPhase())
+				}
+				for _, c := range []string{"Initialized", "ContainersReady", "Ready"} {
+					if r := findCondition(st, c); r.GetStatus() != "True" || !r.GetLastTransitionTime().AsTime().Equal(t0) {
+						t.Fatalf("%s: %s = %v, want True since now", a.Key, c, r)
+					}
+				}
+				if a.Key == "ns/p" && findCondition(st, "PodScheduled").GetStatus() != "True" {
+					t.Fatalf("PodScheduled lost: %v", st)
+				}
+			}
+		},
 	}, {
 		name: "a write is repeated no sooner than the reconcile period; a refused one after the retry delay",
 		steps: []step{

@@ -20,16 +20,17 @@ import (
 )
 
 type config struct {
-	binDir        string
-	dataDir       string
-	nodeName      string
-	etcdPort      int
-	basePort      int
-	gracePeriod   time.Duration
-	refresh       time.Duration
-	table         bool
-	extraMonitor  flagenv.StringList
-	extraReporter flagenv.StringList
+	binDir         string
+	dataDir        string
+	nodeName       string
+	etcdPort       int
+	basePort       int
+	gracePeriod    time.Duration
+	refresh        time.Duration
+	table          bool
+	extraCollector flagenv.StringList
+	extraMonitor   flagenv.StringList
+	extraReporter  flagenv.StringList
 }
 
 const synopsis = `localstack — run the whole nodepulse pipeline on this machine (what 'make run' starts).
@@ -54,6 +55,7 @@ func parse(args []string) (config, error) {
 	fs.DurationVar(&c.gracePeriod, "grace-period", 0, "monitor grace period (0 keeps the monitor's default)")
 	fs.DurationVar(&c.refresh, "refresh", 2*time.Second, "how often the node table is refreshed")
 	fs.BoolVar(&c.table, "table", true, "show the live node table")
+	fs.Var(&c.extraCollector, "collector-args", "extra comma-separated flags for the collector")
 	fs.Var(&c.extraMonitor, "monitor-args", "extra comma-separated flags for the monitor")
 	fs.Var(&c.extraReporter, "reporter-args", "extra comma-separated flags for the reporter")
 	err := flagenv.Parse(fs, "LOCALSTACK", synopsis, args, nil)
@@ -116,8 +118,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			"--listen-client-urls=" + etcdURL, "--advertise-client-urls=" + etcdURL,
 			"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
 			"--initial-cluster=local=" + peerURL, "--log-level=warn"}},
-		{"collector", "http://" + addr(bp+100) + "/readyz", []string{"--grpc.insecure", "--grpc.listen-address=" + addr(bp),
-			"--admin.listen-address=" + addr(bp+100), "--etcd.endpoints=" + addr(cfg.etcdPort), "--log.format=console"}},
+		{"collector", "http://" + addr(bp+100) + "/readyz", append([]string{"--grpc.insecure", "--grpc.listen-address=" + addr(bp),
+			"--admin.listen-address=" + addr(bp+100), "--etcd.endpoints=" + addr(cfg.etcdPort), "--log.format=console"}, cfg.extraCollector...)},
 		{"monitor", "http://" + addr(bp+101) + "/readyz", append([]string{"--grpc.insecure", "--collector.insecure", "--grpc.listen-address=" + addr(bp+1),
 			"--admin.listen-address=" + addr(bp+101), "--etcd.endpoints=" + addr(cfg.etcdPort), "--log.format=console"}, monitorArgs(cfg)...)},
 		{"reporter", "http://" + addr(bp+102) + "/readyz", append([]string{"--collector.insecure", "--collector.addresses=" + addr(bp),
