@@ -169,6 +169,9 @@ func TestMonitorPodFates(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "db to be force-deleted", func() bool { _, ok := get("db"); return !ok })
+	// The read can see the pod gone before the watch has delivered its
+	// DELETED event: wait for the event, then look at its last state.
+	waitFor(t, 10*time.Second, "db's DELETED event", func() bool { return seen("DELETED", "db", nil) != nil })
 	if last := seen("DELETED", "db", nil); last.GetStatus().GetPhase() != podlife.PhaseFailed {
 		t.Errorf("db's last phase %q, want Failed", last.GetStatus().GetPhase())
 	}
@@ -185,6 +188,7 @@ func TestMonitorPodFates(t *testing.T) {
 	if d := time.Since(deleted); d < quarantine {
 		t.Errorf("orphan removed %s after its node, before the %s quarantine", d, quarantine)
 	}
+	waitFor(t, 10*time.Second, "the orphan's DELETED event", func() bool { return seen("DELETED", "orphan", nil) != nil })
 	last := seen("DELETED", "orphan", nil)
 	var gc *podv1.PodCondition
 	for _, c := range last.GetStatus().GetConditions() {
