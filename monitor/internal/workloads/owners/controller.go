@@ -190,13 +190,12 @@ func (c *Controller) Sync(ctx context.Context, fence nodestore.Fence) error {
 	}
 	c.syncs.Inc()
 	now := c.cfg.Now()
-	nodes, _ := c.cache.Nodes()
 	entries, _ := c.cache.Pods()
 	pods := make([]*podv1.Pod, len(entries))
 	for i, e := range entries {
 		pods[i] = e.Pod
 	}
-	s := &syncer{c: c, ctx: ctx, fence: fence, now: now, nodes: nodes, pods: pods}
+	s := &syncer{c: c, ctx: ctx, fence: fence, now: now, pods: pods}
 	if c.src != nil {
 		owners, err := c.src.Owners(ctx)
 		if err != nil {
@@ -229,10 +228,23 @@ type syncer struct {
 	ctx   context.Context
 	fence nodestore.Fence
 	now   time.Time
-	nodes []*nodev1.Node
+	// nodes: read from the cache once per sync, and only by a sync that
+	// needs them (a DaemonSet, or a pod to place). A sync starts on every
+	// cache change, at 100,000 nodes several times a second, and a sorted
+	// copy of every node each time cost the leader most of a core.
+	nodes     []*nodev1.Node
+	haveNodes bool
 	// pods: the cache's pods plus those this sync created or bound, so
 	// placement spreads within a sync too.
 	pods []*podv1.Pod
+}
+
+func (s *syncer) allNodes() []*nodev1.Node {
+	if !s.haveNodes {
+		s.nodes, _ = s.c.cache.Nodes()
+		s.haveNodes = true
+	}
+	return s.nodes
 }
 
 func (s *syncer) wrote(rev int64) {
@@ -257,7 +269,7 @@ func (s *syncer) owner(o Owner) error {
 	case KindStatefulSet:
 		plan = StatefulSet(o, s.pods)
 	case KindDaemonSet:
-		plan = DaemonSet(o, DaemonTolerations(o, s.c.cfg.Admission), s.nodes, s.pods)
+		plan = DaemonSet(o, DaemonTolerations(o, s.c.cfg.Admission), s.allNodes(), s.pods)
 	default:
 		return nil
 	}
@@ -348,7 +360,7 @@ func (s *syncer) create(lg *zap.Logger, o Owner, p *podv1.Pod) error {
 // True, or PodScheduled False/Unschedulable with the reasons. It reports
 // whether the pod changed.
 func (s *syncer) bind(p *podv1.Pod) bool {
-	r := placement.Place(s.nodes, s.pods, p)
+	r := placement.Place(s.allNodes(), s.pods, p)
 	if r.Node == "" {
 		return s.scheduled(p, nodemodel.False, placement.ReasonUnschedulablePod, r.Message)
 	}
