@@ -272,9 +272,6 @@ func newService(cfg *Config, w io.Writer) *bootstrap.Service {
 	return svc
 }
 
-// newFlagSet is the reporter's flag set, usage written to w.
-func newFlagSet(cfg *Config, w io.Writer) *flag.FlagSet { return newService(cfg, w).Flags }
-
 // Main parses args (flags and NODEPULSE_* environment) and runs the
 // reporter.
 func Main(ctx context.Context, args []string) error {

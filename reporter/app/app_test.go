@@ -149,7 +149,7 @@ func TestMainHelpAndBadFlags(t *testing.T) {
 func TestUsageMentionsEnv(t *testing.T) {
 	var buf bytes.Buffer
 	cfg := DefaultConfig()
-	fs := newFlagSet(&cfg, &buf)
+	fs := newService(&cfg, &buf).Flags
 	fs.Usage()
 	for _, want := range []string{"--node-name", "$NODEPULSE_NODE_NAME", "--collector.addresses", "--eviction-hard"} {
 		if !strings.Contains(buf.String(), want) {
