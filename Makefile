@@ -7,6 +7,8 @@ SHELL := /usr/bin/env bash
 BUF_VERSION         := v1.75.0
 STATICCHECK_VERSION := v0.8.2
 GRPCURL_VERSION     := v1.9.4
+# kubectl for the Kubernetes-API tests, built from tests/kubectl (its own module, outside go.work).
+KUBECTL_VERSION     := v1.37.2
 
 TOOLS   := $(CURDIR)/.tmp/bin
 BUF     := $(TOOLS)/buf
@@ -31,6 +33,12 @@ $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 $(TOOLS)/grpcurl:
 	GOBIN=$(TOOLS) go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+
+.PHONY: kubectl
+kubectl: bin/kubectl ## build an unmodified kubectl $(KUBECTL_VERSION) from the k8s.io/kubectl module into bin/kubectl (tests use it)
+bin/kubectl: tests/kubectl/go.mod tests/kubectl/go.sum tests/kubectl/main.go
+	@mkdir -p bin
+	cd tests/kubectl && GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags '-s -w -X k8s.io/component-base/version.gitVersion=$(KUBECTL_VERSION) -X k8s.io/client-go/pkg/version.gitVersion=$(KUBECTL_VERSION)' -o $(CURDIR)/bin/kubectl .
 
 .PHONY: build
 build: ## build every binary into bin/ (static, CGO_ENABLED=0)
@@ -73,7 +81,7 @@ bench-quick: build ## scale benchmark smoke test (CI): 3,000 nodes, < 2 min, fai
 	bin/bench --bin-dir bin --quick --out .run/bench/quick
 
 .PHONY: test
-test: ## run every test of every module (unit, store conformance, integration, e2e)
+test: kubectl ## run every test of every module (unit, store conformance, integration, e2e)
 	@for m in $(MODULES); do echo "== $$m"; (cd $$m && go test -count=1 -timeout 20m ./...) || exit 1; done
 
 .PHONY: test-short
@@ -122,6 +130,7 @@ breaking: $(BUF) ## buf breaking against main (wire compatibility for lagging re
 .PHONY: tidy
 tidy: ## go mod tidy in every module
 	@for m in $(MODULES); do (cd $$m && go mod tidy); done
+	cd tests/kubectl && GOWORK=off go mod tidy
 
 .PHONY: certs
 certs: ## create a development CA and certificates in .tmp/certs
