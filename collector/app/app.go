@@ -129,6 +129,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Ingest.MessagesPerSecond, "limits.messages-per-second", ic.MessagesPerSecond, "per-node token bucket rate of Report messages (a reporter on defaults sends ~0.2/s)")
 	fs.IntVar(&c.Ingest.MessageBurst, "limits.message-burst", ic.MessageBurst, "per-node token bucket burst")
 	fs.DurationVar(&c.Ingest.RegisterTimeout, "limits.register-timeout", ic.RegisterTimeout, "a stream must send its Register within this")
+	fs.IntVar(&c.Ingest.UnregisteredPerIdentity, "limits.unregistered-streams-per-identity", ic.UnregisteredPerIdentity, "Report streams one certificate identity (mTLS) may hold open before their Register is stored; more are refused at once with ResourceExhausted (0: no limit)")
+	fs.IntVar(&c.Ingest.UnregisteredPerAddress, "limits.unregistered-streams-per-address", ic.UnregisteredPerAddress, "Report streams one source IP address without a client certificate may hold open before their Register is stored; more are refused at once with ResourceExhausted (0: no limit; raise it for fleet simulators and NAT gateways)")
 	fs.BoolVar(&c.Ingest.RenewPhases, "lease.renew-phases", ic.RenewPhases, "tell each registering reporter its lease renewal phase: phases spread evenly over the renew interval (flat load by construction), and streams sharing a connection renew in 10 groups, so their renewals share reads and writes; false leaves reporters to their jittered intervals")
 	fs.DurationVar(&c.Ingest.RetryAfter, "limits.retry-after", ic.RetryAfter, "retry_after given to refused status reports (etcd unavailable, queue full)")
 	fs.DurationVar(&c.Ingest.UnavailableReconnectAfter, "etcd-unavailable-reconnect-after", ic.UnavailableReconnectAfter, "after etcd has been unreachable this long, tell reporters to reconnect to another collector (0 disables)")
@@ -174,6 +176,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Persist.PingFailures < 1 {
 		errs = append(errs, fmt.Errorf("--etcd.ping-failures (%d) must be at least 1", c.Persist.PingFailures))
+	}
+	if c.Ingest.UnregisteredPerIdentity < 0 || c.Ingest.UnregisteredPerAddress < 0 {
+		errs = append(errs, fmt.Errorf("--limits.unregistered-streams-per-identity and -per-address must not be negative (0: no limit)"))
 	}
 	if c.Ingest.Limits.MaxClockSkew < 0 {
 		errs = append(errs, fmt.Errorf("--max-clock-skew must not be negative"))

@@ -622,6 +622,9 @@ func (r *runner) collectorArgs() []string {
 	c := r.cfg
 	args := []string{"--grpc.insecure", "--grpc.listen-address=" + r.collAddr, "--admin.listen-address=" + r.collAdmin,
 		"--etcd.endpoints=" + strings.TrimPrefix(r.etcdURL, "http://"), "--max-streams=" + fmt.Sprint(c.Nodes+1000),
+		// Every simulated node connects from 127.0.0.1 without a client
+		// certificate: after a restart all of them are unregistered at once.
+		"--limits.unregistered-streams-per-address=" + fmt.Sprint(c.Nodes+1000),
 		"--log.level=" + c.LogLevel}
 	if c.Checkpoint > 0 {
 		args = append(args, "--lease.checkpoint-interval="+c.Checkpoint.String())

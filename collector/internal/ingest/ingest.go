@@ -71,6 +71,12 @@ type Config struct {
 	MessageBurst      int
 	// RegisterTimeout: the first message must arrive within this.
 	RegisterTimeout time.Duration
+	// UnregisteredPerIdentity and UnregisteredPerAddress bound the streams
+	// one peer holds from their open to their stored Register: per
+	// certificate identity when the caller has one, else per source IP
+	// (peers.go). ≤ 0: no limit.
+	UnregisteredPerIdentity int
+	UnregisteredPerAddress  int
 	// RenewPhases: Register acks carry a renewal phase (Ack.renew_phase,
 	// phase.go); false leaves reporters to their own jittered intervals.
 	RenewPhases bool
@@ -104,6 +110,8 @@ func DefaultConfig() Config {
 		MessagesPerSecond:         2,
 		MessageBurst:              20,
 		RegisterTimeout:           30 * time.Second,
+		UnregisteredPerIdentity:   8,
+		UnregisteredPerAddress:    1000,
 		RenewPhases:               true,
 		WaitingInterval:           10 * time.Second,
 		QueuedAfter:               5 * time.Second,
@@ -145,6 +153,7 @@ type Server struct {
 	streams map[string]*stream
 
 	refusals refusalLog
+	pending  pendingPeers // unregistered streams per peer (peers.go)
 	acks     *ackSenders
 	pods     atomic.Pointer[podsync.Hub] // nil: no pod sync (SetPods)
 }
@@ -319,7 +328,12 @@ func (s *Server) Report(srv collectorv1.CollectorService_ReportServer) error {
 	}
 	s.m.streams.Inc()
 	defer func() { s.open.Add(-1); s.m.streams.Dec() }()
+	peerKey, err := s.admitPeer(srv.Context())
+	if err != nil {
+		return err
+	}
 	if s.p.RegisterQueueFull() {
+		s.pending.release(*peerKey)
 		// Every stream starts with a Register. Refused here, before it is
 		// decoded and validated, a refusal costs a fraction of a
 		// registration: in a registration storm the refusals must not take
@@ -330,6 +344,8 @@ func (s *Server) Report(srv collectorv1.CollectorService_ReportServer) error {
 	}
 
 	st := newStream(s, srv)
+	st.pendingPeer.Store(peerKey)
+	defer s.registered(st) // no effect once the Register was stored
 	if w, ok := grpc.ServerTransportStreamFromContext(srv.Context()).(statusWriter); ok && !s.noInline.Load() {
 		st.w = w
 		return s.serveInline(st)
@@ -458,6 +474,9 @@ func (s *Server) serve(st *stream, timer *time.Timer) error {
 	onFreshStack(func() { rq, err2 = s.prepareRegister(st, first) })
 	if err2 == nil {
 		err2 = s.awaitRegister(st, &rq)
+	}
+	if err2 == nil {
+		s.registered(st) // the Register is stored: no longer this peer's to answer for
 	}
 	if err2 == nil {
 		onFreshStack(func() { err2 = s.attach(st, &rq) })

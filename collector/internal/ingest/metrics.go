@@ -31,7 +31,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		validation: metric.CounterVec("nodepulse_collector_validation_failures_total",
 			"Refused fields, by field path with map keys and indices replaced by *.", "field"),
 		rejected: metric.CounterVec("nodepulse_collector_streams_rejected_total",
-			"Report streams refused before registration, by reason (draining, max_streams, registration_queue_full, register_timeout).", "reason"),
+			"Report streams refused before registration, by reason (draining, max_streams, unregistered_per_peer: its peer holds --limits.unregistered-streams-per-identity or -per-address streams that have not registered; registration_queue_full, register_timeout).", "reason"),
 		detached: metric.CounterVec("nodepulse_collector_streams_detached_total",
 			"Registered Report streams that ended, by gRPC code of what ended them (OK: the reporter closed its side; Canceled: the reporter or its connection went away; Aborted: superseded by a newer stream; ResourceExhausted: an ack to it could not be sent for 10 s, its reporter does not read).", "code"),
 		waiting: metric.Counter("nodepulse_collector_waiting_total",

@@ -66,6 +66,9 @@ type stream struct {
 	ackShard uint8       // the sender of its lease acks (acksend.go)
 	closed   atomic.Bool // the handler returns: no Send may start
 	first    atomic.Bool // the first message arrived (register timeout)
+	// pendingPeer is the peer this stream counts against while it has
+	// not registered (peers.go); nil from its stored Register on.
+	pendingPeer atomic.Pointer[string]
 
 	mu       sync.Mutex
 	out      []*collectorv1.ReportResponse // commands waiting to be sent (≤ SendQueue)
