@@ -139,6 +139,14 @@ func (s *Session) Renewal(now time.Time, leaseSeconds int32, buf *collectorv1.Re
 // Renewed records that a renewal was sent, so the next may be empty.
 func (s *Session) Renewed() { s.leased = true }
 
+// RenewalRefused records that the collector refused a renewal (its ack
+// carried an error other than a retry): the next renewal is a full
+// LeaseRenewal dated by this machine's clock again. An empty one would
+// repeat the last renewal the collector accepted, or be refused for want
+// of one, so a node refused once (its clock too far from the collector's)
+// would stay refused after its clock was fixed.
+func (s *Session) RenewalRefused() { s.leased = false }
+
 // Phased says whether renewals follow the collector's phase: it gave one,
 // and no slow-down stretched the renew interval beyond it.
 func (s *Session) Phased(interval time.Duration) bool {

@@ -44,7 +44,7 @@ func FuzzReportRequest(f *testing.F) {
 		case *collectorv1.ReportRequest_Lease:
 			l = LeaseRenewal(m.Lease, now.Add(-time.Minute), now, lim)
 		case *collectorv1.ReportRequest_Status:
-			l = StatusReport(m.Status, now, lim)
+			l = StatusReport(m.Status, time.Time{}, now, lim)
 		case *collectorv1.ReportRequest_Leaving:
 			l = Leaving(m.Leaving)
 		case *collectorv1.ReportRequest_PodStatus:

@@ -115,7 +115,8 @@ func PodStatusUpdate(r *collectorv1.PodStatusUpdate, now time.Time, lim Limits) 
 		return List{fieldErr("podStatus", "must be set")}
 	}
 	l := podRef("podStatus", r.GetNamespace(), r.GetName(), r.GetUid())
-	return append(l, PodStatus("podStatus.status", r.GetStatus(), now, lim)...)
+	l = append(l, PodStatus("podStatus.status", r.GetStatus(), now, lim)...)
+	return append(l, podTimes("podStatus.status", r.GetStatus())...)
 }
 
 // PodDelete checks a reporter's request to finish a pod's deletion; the
@@ -129,6 +130,7 @@ func PodDelete(r *collectorv1.PodDelete, now time.Time, lim Limits) List {
 	l := podRef("podDelete", r.GetNamespace(), r.GetName(), r.GetUid())
 	if r.Status != nil {
 		l = append(l, PodStatus("podDelete.status", r.GetStatus(), now, lim)...)
+		l = append(l, podTimes("podDelete.status", r.GetStatus())...)
 		if ph := r.GetStatus().GetPhase(); ph != PodFailed && ph != PodSucceeded {
 			l.add(fieldErr("podDelete.status.phase", "%q is not terminal: a pod is deleted once it is Failed or Succeeded", truncate(ph)))
 		}
@@ -203,6 +205,7 @@ func MirrorPod(r *collectorv1.MirrorPod, now time.Time, lim Limits) List {
 	l = append(l, Tolerations(f+"spec.tolerations", p.GetSpec().GetTolerations(), lim)...)
 	if p.Status != nil {
 		l = append(l, PodStatus(f+"status", p.GetStatus(), now, lim)...)
+		l = append(l, podTimes(f+"status", p.GetStatus())...)
 	}
 	return l
 }

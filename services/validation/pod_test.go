@@ -35,6 +35,15 @@ func TestPodStatusUpdate(t *testing.T) {
 			r.Status.Conditions[0].LastTransitionTime = ts(now.Add(time.Hour))
 		}, "podStatus.status.conditions[0].lastTransitionTime"},
 		{"duplicate condition", func(r *collectorv1.PodStatusUpdate) { r.Status.Conditions[1].Type = "Ready" }, "podStatus.status.conditions[1].type"},
+		{"transition in 1970", func(r *collectorv1.PodStatusUpdate) {
+			r.Status.Conditions[0].LastTransitionTime = ts(time.Unix(0, 0))
+		}, "podStatus.status.conditions[0].lastTransitionTime"},
+		{"probe in year 1", func(r *collectorv1.PodStatusUpdate) {
+			r.Status.Conditions[1].LastProbeTime = ts(time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC))
+		}, "podStatus.status.conditions[1].lastProbeTime"},
+		{"transition years ago", func(r *collectorv1.PodStatusUpdate) {
+			r.Status.Conditions[0].LastTransitionTime = ts(now.Add(-5 * 365 * 24 * time.Hour))
+		}, ""},
 		{"long reason", func(r *collectorv1.PodStatusUpdate) { r.Status.Reason = strings.Repeat("R", 1025) }, "podStatus.status.reason"},
 	} {
 		r := ok()

@@ -287,7 +287,7 @@ func validStatus() *nodev1.NodeStatus {
 
 func TestStatusReport(t *testing.T) {
 	lim := DefaultLimits()
-	check(t, "Status/valid", StatusReport(&collectorv1.StatusReport{Status: validStatus()}, now, lim).Err(), "")
+	check(t, "Status/valid", StatusReport(&collectorv1.StatusReport{Status: validStatus()}, time.Time{}, now, lim).Err(), "")
 	cases := []struct {
 		name  string
 		mut   func(*nodev1.NodeStatus)
@@ -303,6 +303,23 @@ func TestStatusReport(t *testing.T) {
 		{"condition type", func(s *nodev1.NodeStatus) { s.Conditions[0].Type = "" }, "status.conditions[0].type"},
 		{"duplicate condition", func(s *nodev1.NodeStatus) { s.Conditions[1].Type = "MemoryPressure" }, "status.conditions[1].type"},
 		{"heartbeat in the future", func(s *nodev1.NodeStatus) { s.Conditions[1].LastHeartbeatTime = ts(now.Add(time.Hour)) }, "status.conditions[1].lastHeartbeatTime"},
+		// Issue 32, finding 3: heartbeats dated year 1, 1970 or a day ago
+		// were stored as durable.
+		{"heartbeat year 1", func(s *nodev1.NodeStatus) {
+			s.Conditions[1].LastHeartbeatTime = ts(time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC))
+		}, "status.conditions[1].lastHeartbeatTime"},
+		{"heartbeat 1970", func(s *nodev1.NodeStatus) { s.Conditions[0].LastHeartbeatTime = ts(time.Unix(0, 0)) }, "status.conditions[0].lastHeartbeatTime"},
+		{"heartbeat a day ago", func(s *nodev1.NodeStatus) { s.Conditions[1].LastHeartbeatTime = ts(now.Add(-24 * time.Hour)) }, "status.conditions[1].lastHeartbeatTime"},
+		{"heartbeat beyond the skew", func(s *nodev1.NodeStatus) {
+			s.Conditions[1].LastHeartbeatTime = ts(now.Add(-lim.MaxClockSkew - time.Second))
+		}, "status.conditions[1].lastHeartbeatTime"},
+		{"heartbeat within the skew", func(s *nodev1.NodeStatus) {
+			s.Conditions[1].LastHeartbeatTime = ts(now.Add(-lim.MaxClockSkew + time.Second))
+		}, ""},
+		{"transition long ago", func(s *nodev1.NodeStatus) {
+			s.Conditions[1].LastTransitionTime = ts(now.Add(-3 * 365 * 24 * time.Hour))
+		}, ""},
+		{"transition 1970", func(s *nodev1.NodeStatus) { s.Conditions[1].LastTransitionTime = ts(time.Unix(0, 0)) }, "status.conditions[1].lastTransitionTime"},
 		{"null condition", func(s *nodev1.NodeStatus) { s.Conditions[1] = nil }, "status.conditions[1]"},
 		{"duplicate address", func(s *nodev1.NodeStatus) { s.Addresses[1] = s.Addresses[0] }, "status.addresses[1]"},
 		{"address type", func(s *nodev1.NodeStatus) { s.Addresses[1].Type = "Elsewhere" }, "status.addresses[1].type"},
@@ -315,14 +332,20 @@ func TestStatusReport(t *testing.T) {
 	for _, c := range cases {
 		s := validStatus()
 		c.mut(s)
-		check(t, "Status/"+c.name, StatusReport(&collectorv1.StatusReport{Status: s}, now, lim).Err(), c.field)
+		check(t, "Status/"+c.name, StatusReport(&collectorv1.StatusReport{Status: s}, time.Time{}, now, lim).Err(), c.field)
 	}
-	check(t, "Status/missing", StatusReport(&collectorv1.StatusReport{}, now, lim).Err(), "status")
+	check(t, "Status/missing", StatusReport(&collectorv1.StatusReport{}, time.Time{}, now, lim).Err(), "status")
+	// Against the node's last accepted heartbeat: at most the skew before it.
+	last := now.Add(lim.MaxClockSkew) // the reporter's clock was a skew ahead
+	st := validStatus()
+	check(t, "Status/behind the last heartbeat within the skew", StatusReport(&collectorv1.StatusReport{Status: st}, last, now, lim).Err(), "")
+	st.Conditions[1].LastHeartbeatTime = ts(now.Add(-time.Second))
+	check(t, "Status/behind the last heartbeat beyond the skew", StatusReport(&collectorv1.StatusReport{Status: st}, last, now, lim).Err(), "status.conditions[1].lastHeartbeatTime")
 
 	// Maps are walked in random order; their errors come out by key.
 	s := validStatus()
 	s.Capacity["zz.example.com/b"], s.Capacity["aa.example.com/a"], s.Capacity["mm.example.com/c"] = "-1", "x", "-2"
-	l := StatusReport(&collectorv1.StatusReport{Status: s}, now, lim)
+	l := StatusReport(&collectorv1.StatusReport{Status: s}, time.Time{}, now, lim)
 	var got []string
 	for _, e := range l {
 		got = append(got, e.Field)
@@ -351,6 +374,8 @@ func TestRegister(t *testing.T) {
 		{"taint", func(r *collectorv1.Register) { r.RegisterWithTaints[0].Effect = "Never" }, "register.registerWithTaints[0].effect"},
 		{"version", func(r *collectorv1.Register) { r.ReporterVersion = strings.Repeat("v", 257) }, "register.reporterVersion"},
 		{"reporter id", func(r *collectorv1.Register) { r.ReporterId = strings.Repeat("i", 257) }, "register.reporterId"},
+		{"taint added in 1970", func(r *collectorv1.Register) { r.RegisterWithTaints[0].TimeAdded = ts(time.Unix(0, 0)) }, "register.registerWithTaints[0].timeAdded"},
+		{"taint added long ago", func(r *collectorv1.Register) { r.RegisterWithTaints[0].TimeAdded = ts(now.Add(-1000 * time.Hour)) }, ""},
 	}
 	for _, c := range cases {
 		r := valid()
@@ -373,7 +398,16 @@ func TestLeaseRenewal(t *testing.T) {
 		{"advances", &collectorv1.LeaseRenewal{RenewTime: ts(now), LeaseDurationSeconds: 40}, prev, ""},
 		{"same time again", &collectorv1.LeaseRenewal{RenewTime: ts(prev), LeaseDurationSeconds: 40}, prev, ""},
 		{"small skew", &collectorv1.LeaseRenewal{RenewTime: ts(now.Add(5 * time.Second)), LeaseDurationSeconds: 40}, prev, ""},
-		{"backwards", &collectorv1.LeaseRenewal{RenewTime: ts(prev.Add(-time.Millisecond)), LeaseDurationSeconds: 40}, prev, "lease.renewTime"},
+		// A reporter clock stepped back within the skew is not refused;
+		// beyond it, it is, against the collector's clock and against the
+		// node's previous renewal (issue 32, finding 3).
+		{"backwards within the skew", &collectorv1.LeaseRenewal{RenewTime: ts(prev.Add(-30 * time.Second)), LeaseDurationSeconds: 40}, prev, ""},
+		{"behind the collector within the skew", &collectorv1.LeaseRenewal{RenewTime: ts(now.Add(-lim.MaxClockSkew)), LeaseDurationSeconds: 40}, time.Time{}, ""},
+		{"behind the collector beyond the skew", &collectorv1.LeaseRenewal{RenewTime: ts(now.Add(-lim.MaxClockSkew - time.Millisecond)), LeaseDurationSeconds: 40}, time.Time{}, "lease.renewTime"},
+		{"behind the previous beyond the skew", &collectorv1.LeaseRenewal{RenewTime: ts(now.Add(-lim.MaxClockSkew / 2)), LeaseDurationSeconds: 40}, now.Add(lim.MaxClockSkew), "lease.renewTime"},
+		{"year 1", &collectorv1.LeaseRenewal{RenewTime: ts(time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)), LeaseDurationSeconds: 40}, time.Time{}, "lease.renewTime"},
+		{"1970", &collectorv1.LeaseRenewal{RenewTime: ts(time.Unix(0, 0)), LeaseDurationSeconds: 40}, prev, "lease.renewTime"},
+		{"a day ago", &collectorv1.LeaseRenewal{RenewTime: ts(now.Add(-24 * time.Hour)), LeaseDurationSeconds: 40}, time.Time{}, "lease.renewTime"},
 		{"future", &collectorv1.LeaseRenewal{RenewTime: ts(now.Add(time.Hour)), LeaseDurationSeconds: 40}, prev, "lease.renewTime"},
 		{"missing time", &collectorv1.LeaseRenewal{LeaseDurationSeconds: 40}, prev, "lease.renewTime"},
 		{"zero duration", &collectorv1.LeaseRenewal{RenewTime: ts(now)}, prev, "lease.leaseDurationSeconds"},

@@ -118,7 +118,7 @@ func BenchmarkStatusReportChecks(b *testing.B) {
 	lim := validation.DefaultLimits()
 	b.ReportAllocs()
 	for b.Loop() {
-		if l := validation.StatusReport(&collectorv1.StatusReport{Status: st}, now, lim); len(l) > 0 {
+		if l := validation.StatusReport(&collectorv1.StatusReport{Status: st}, time.Time{}, now, lim); len(l) > 0 {
 			b.Fatal(l)
 		}
 		if _, ok := digestOf(st); !ok {

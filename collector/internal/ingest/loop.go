@@ -70,18 +70,24 @@ type conn struct {
 	rb           recvBuf // every message is decoded here (see recvBuf)
 	lim          bucket
 	lastSeq      uint64
-	lastRenew    time.Time
+	lastRenew    time.Time // the last renewTime forwarded (advancing)
+	lastSent     int64     // the last renewTime the reporter sent, Unix ns (0: none): the floor of the next (validation)
 	lastSeconds  int32     // the last renewal's lease duration, for empty ones
 	lastArrival  time.Time // this collector's clock when the last renewal arrived
 	lastSlowDown time.Time
-	renewed      bool
+	// lastHeartbeat: the heartbeat of the node's last accepted status
+	// report (seeded from the stored status), the floor of the next
+	// report's (validation.StatusReport).
+	lastHeartbeat time.Time
+	renewed       bool
+	left          bool // Leaving was acked: nothing but the end of the stream
 }
 
 // loop serves an attached stream until the reporter ends it or a message
 // ends it; server-side ends are the handler's (see stream). Each message
 // is processed inline; status writes go to the stream's status writer.
-func (s *Server) loop(st *stream, registerSeq uint64) error {
-	c := &conn{s: s, st: st, lim: bucket{tokens: float64(s.cfg.MessageBurst), last: s.now()}, lastSeq: registerSeq}
+func (s *Server) loop(st *stream, registerSeq uint64, lastHeartbeat time.Time) error {
+	c := &conn{s: s, st: st, lim: bucket{tokens: float64(s.cfg.MessageBurst), last: s.now()}, lastSeq: registerSeq, lastHeartbeat: lastHeartbeat}
 	for {
 		if err := st.srv.RecvMsg(&c.rb); err != nil {
 			if errors.Is(err, io.EOF) {
@@ -141,10 +147,24 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 	}
 	switch msg := m.GetMessage().(type) {
 	case *collectorv1.ReportRequest_Lease:
-		if l := validation.LeaseRenewal(msg.Lease, c.lastRenew, now, s.cfg.Limits); len(l) > 0 {
+		var sent time.Time
+		if c.lastSent != 0 {
+			sent = time.Unix(0, c.lastSent)
+		}
+		if l := validation.LeaseRenewal(msg.Lease, sent, now, s.cfg.Limits); len(l) > 0 {
 			return c.refuseInvalid("lease", seq, l)
 		}
-		c.lastRenew = msg.Lease.GetRenewTime().AsTime()
+		// Forwarded renewTimes advance: the monitors take one that does
+		// not as no news. A renewal dated before the previous one (the
+		// reporter's clock stepped back, within the skew validation
+		// allows) is dated like an empty renewal instead: the previous
+		// one plus what this collector measured between their arrivals.
+		rt := msg.Lease.GetRenewTime().AsTime()
+		c.lastSent = rt.UnixNano()
+		if !c.lastRenew.IsZero() && rt.Before(c.lastRenew) {
+			rt = c.emptyRenewTime(now)
+		}
+		c.lastRenew = rt
 		c.lastSeconds = msg.Lease.GetLeaseDurationSeconds()
 		c.lastArrival = now
 		if !st.ref.Renew(c.lastRenew, msg.Lease.GetLeaseDurationSeconds()) {
@@ -159,7 +179,7 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 		return nil
 	case *collectorv1.ReportRequest_Status:
 		var l validation.List
-		onFreshStack(func() { l = validation.StatusReport(msg.Status, now, s.cfg.Limits) }) // deep: off the stream's stack
+		onFreshStack(func() { l = validation.StatusReport(msg.Status, c.lastHeartbeat, now, s.cfg.Limits) }) // deep: off the stream's stack
 		if len(l) > 0 {
 			return c.refuseInvalid("status", seq, l)
 		}
@@ -172,6 +192,11 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 		if !s.submitStatus(st, seq, msg.Status.GetStatus()) {
 			s.m.statusBusy.Inc()
 			return c.refuse(seq, codes.ResourceExhausted, "", "too many status reports waiting for etcd on this stream", s.p.StatusRetryAfter())
+		}
+		// The last accepted, not the latest: a clock that stepped ahead
+		// and back is judged against where it is now.
+		if hb := nodemodel.ReportedHeartbeat(msg.Status.GetStatus()); !hb.IsZero() {
+			c.lastHeartbeat = hb
 		}
 		return nil
 	case *collectorv1.ReportRequest_Leaving:

@@ -628,3 +628,41 @@ func TestRefusedStreamReportsTheServersStatus(t *testing.T) {
 		t.Fatalf("session error %v, want the server's PermissionDenied", err)
 	}
 }
+
+// A renewal or status the collector refuses as invalid (a clock beyond its
+// --max-clock-skew) is retried, computed afresh, at the next renewal and
+// the next status tick, on the same stream: a renewal as a full
+// LeaseRenewal dated by the machine's clock, not an empty one (which would
+// only repeat the last accepted renewal, or be refused for want of one),
+// so a node whose clock is fixed is accepted again at once.
+func TestRefusedRenewalRetriedInFull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		col, n := &memCollector{empty: true}, newNode()
+		var refusing atomic.Bool
+		refusing.Store(true)
+		col.refuse = func(r *collectorv1.ReportRequest) *collectorv1.Ack {
+			if refusing.Load() && (r.GetLease() != nil || r.GetStatus() != nil) {
+				return &collectorv1.Ack{Error: &collectorv1.Error{Code: uint32(codes.InvalidArgument), Field: "lease.renewTime", Message: "too far in the past"}}
+			}
+			return nil
+		}
+		stop := start(t, testConfig(), col, n)
+		time.Sleep(35 * time.Second)
+		full, empty, statuses := len(col.times("lease")), len(col.times("empty")), len(col.times("status"))
+		if full < 3 || empty != 0 {
+			t.Fatalf("while refused: %d LeaseRenewals and %d empty renewals in 35 s, want one full renewal per interval and no empty one", full, empty)
+		}
+		if statuses < 3 {
+			t.Fatalf("while refused: %d status reports in 35 s, want one per 10 s tick", statuses)
+		}
+		refusing.Store(false)
+		time.Sleep(40 * time.Second)
+		stop()
+		if len(col.streams) != 1 {
+			t.Fatalf("%d streams: a refused renewal must not cost a reconnect", len(col.streams))
+		}
+		if e := len(col.times("empty")); e < 2 {
+			t.Fatalf("accepted again: %d empty renewals in 40 s, want renewals empty again after one accepted", e)
+		}
+	})
+}
