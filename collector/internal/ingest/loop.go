@@ -95,6 +95,9 @@ func (s *Server) loop(st *stream, registerSeq uint64, lastHeartbeat time.Time) e
 			}
 			return endErr(err)
 		}
+		if c.left {
+			return c.afterLeaving()
+		}
 		if c.rb.empty {
 			c.rb.empty = false
 			if !c.renewed {
@@ -209,6 +212,7 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 		}
 		s.lg.Info("node leaving", zapNode(st.name), zapReason(msg.Leaving.GetReason()))
 		s.m.leavingOK.Inc()
+		c.left = true
 		return c.ack(&collectorv1.Ack{Seq: seq})
 	case *collectorv1.ReportRequest_Register:
 		s.m.messages.WithLabelValues("register", "failed_precondition").Inc()
@@ -218,6 +222,19 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 		s.m.validation.WithLabelValues("message").Inc()
 		return c.refuse(seq, codes.InvalidArgument, "message", "must be one of register, lease, status, leaving", 0)
 	}
+}
+
+// afterLeaving ends a stream that sent anything after its Leaving: the
+// node said it is gone on purpose, and the monitors were told so (LEAVING);
+// renewals or statuses acked after that would contradict it. Nothing of the
+// message is acked or stored.
+func (c *conn) afterLeaving() error {
+	kind := kindOf(&c.rb.req)
+	if c.rb.empty {
+		kind = "lease"
+	}
+	c.s.m.messages.WithLabelValues(kind, "failed_precondition").Inc()
+	return status.Errorf(codes.FailedPrecondition, "node %q is Leaving: after Leaving a Report stream takes nothing but its end (got %s)", c.st.name, kind)
 }
 
 // refuseEmpty answers an empty message sent before any lease renewal on

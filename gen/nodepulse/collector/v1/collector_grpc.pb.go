@@ -38,6 +38,8 @@ type CollectorServiceClient interface {
 	// the caller's certificate ends it with PermissionDenied. After
 	// registration, an invalid message is refused by an Ack carrying the error
 	// and the stream stays open, so a bad status report cannot stop heartbeats.
+	// After a Leaving, the stream takes nothing but its end: any further
+	// message ends it with FailedPrecondition, unacknowledged and not stored.
 	//
 	// Reporters also send the node name as the request metadata
 	// "nodepulse-node". A collector that has to refuse the stream before it
@@ -88,6 +90,8 @@ type CollectorServiceServer interface {
 	// the caller's certificate ends it with PermissionDenied. After
 	// registration, an invalid message is refused by an Ack carrying the error
 	// and the stream stays open, so a bad status report cannot stop heartbeats.
+	// After a Leaving, the stream takes nothing but its end: any further
+	// message ends it with FailedPrecondition, unacknowledged and not stored.
 	//
 	// Reporters also send the node name as the request metadata
 	// "nodepulse-node". A collector that has to refuse the stream before it
