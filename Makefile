@@ -90,10 +90,11 @@ test-short: ## unit tests only (-short skips etcd, processes and Docker)
 
 FUZZTIME ?= 10s
 .PHONY: fuzz
-fuzz: ## run every Go fuzz target for FUZZTIME each (default 10s); corpora and regressions in each package's testdata/fuzz
+fuzz: ## run every Go fuzz target for FUZZTIME each (default 10s); each keeps its seed corpus and regressions committed in its package's testdata/fuzz/<target>
 	@git grep -l '^func Fuzz' -- '*_test.go' | while read -r f; do \
 		for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$f"); do \
 			echo "== $$fn ($$(dirname "$$f"))"; \
+			test -n "$$(git ls-files "$$(dirname "$$f")/testdata/fuzz/$$fn")" || { echo "$$fn: no seed corpus committed in $$(dirname "$$f")/testdata/fuzz/$$fn"; exit 1; }; \
 			(cd "$$(dirname "$$f")" && go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) .) || exit 1; \
 		done; \
 	done
