@@ -170,6 +170,7 @@ func New(cfg Config, p *persist.Persister, table *live.Table, lg *zap.Logger, re
 	}
 	s := &Server{cfg: cfg, lg: lg.Named("ingest").WithOptions(zap.WrapCore(sampleNodeLines)), p: p, table: table, m: m, now: time.Now, streams: map[string]*stream{}, phases: newPhases()}
 	s.acks = newAckSenders(s)
+	s.pending.gauge = m.pending
 	if cfg.Insecure {
 		s.lg.Warn("Report streams are NOT authenticated (--grpc.insecure): any caller may report for any node name; development only")
 	}

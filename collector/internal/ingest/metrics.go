@@ -12,6 +12,7 @@ import (
 
 type metrics struct {
 	streams    prometheus.Gauge
+	pending    prometheus.Gauge
 	messages   *prometheus.CounterVec
 	validation *prometheus.CounterVec
 	rejected   *prometheus.CounterVec
@@ -26,6 +27,8 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		streams: metric.Gauge("nodepulse_collector_streams_open", "Open Report streams."),
+		pending: metric.Gauge("nodepulse_collector_streams_unregistered",
+			"Open Report streams whose Register is not stored yet (counted per peer against --limits.unregistered-streams-per-identity / -per-address)."),
 		messages: metric.CounterVec("nodepulse_collector_messages_total",
 			"Report messages by kind (register, lease, status, leaving) and result (ok, unchanged, invalid, rate_limited, unavailable, busy, permission_denied, failed_precondition).", "kind", "result"),
 		validation: metric.CounterVec("nodepulse_collector_validation_failures_total",
@@ -45,7 +48,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.statusBusy = m.messages.WithLabelValues("status", "busy")
 	m.statusUnavailable = m.messages.WithLabelValues("status", "unavailable")
 	m.leavingOK = m.messages.WithLabelValues("leaving", "ok")
-	if err := metric.Register(reg, m.streams, m.messages, m.validation, m.rejected, m.detached, m.waiting, m.queued); err != nil {
+	if err := metric.Register(reg, m.streams, m.pending, m.messages, m.validation, m.rejected, m.detached, m.waiting, m.queued); err != nil {
 		return nil, err
 	}
 	return m, nil

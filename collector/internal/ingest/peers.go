@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -58,8 +59,9 @@ func peerOf(ctx context.Context) peerKey {
 
 // pendingPeers counts unregistered streams per peer.
 type pendingPeers struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu    sync.Mutex
+	n     map[string]int
+	gauge prometheus.Gauge // every peer's together (nil in tests that build none)
 
 	// The refusal log: at most one line per peerLogEvery, naming the last
 	// peer refused and how many refusals the interval left out.
@@ -84,6 +86,9 @@ func (p *pendingPeers) acquire(k string, limit int) (int, bool) {
 		return n, false
 	}
 	p.n[k] = n + 1
+	if p.gauge != nil {
+		p.gauge.Inc()
+	}
 	return n + 1, true
 }
 
@@ -91,10 +96,16 @@ func (p *pendingPeers) acquire(k string, limit int) (int, bool) {
 func (p *pendingPeers) release(k string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if n := p.n[k]; n > 1 {
+	switch n := p.n[k]; {
+	case n > 1:
 		p.n[k] = n - 1
-	} else {
+	case n == 1:
 		delete(p.n, k)
+	default:
+		return
+	}
+	if p.gauge != nil {
+		p.gauge.Dec()
 	}
 }
 

@@ -53,6 +53,9 @@ func TestUnregisteredStreamsPerPeer(t *testing.T) {
 		idle[i] = &client{t: t, s: s}
 	}
 	waitFor(t, func() bool { return h.srv.pending.held("127.0.0.1") == 3 })
+	if g := testutil.ToFloat64(h.srv.m.pending); g != 3 {
+		t.Fatalf("streams_unregistered = %v, want 3", g)
+	}
 
 	s, err := h.client.Report(ctx)
 	if err != nil {
@@ -82,6 +85,7 @@ func TestUnregisteredStreamsPerPeer(t *testing.T) {
 	waitFor(t, func() bool { return h.srv.pending.held("127.0.0.1") == 1 })
 	idleCancel[2]()
 	waitFor(t, func() bool { return h.srv.pending.held("127.0.0.1") == 0 })
+	waitFor(t, func() bool { return testutil.ToFloat64(h.srv.m.pending) == 0 })
 }
 
 // With mTLS a stream counts against its certificate identity, whatever
