@@ -124,3 +124,17 @@ func TestUnregisteredPerIdentityLimit(t *testing.T) {
 		t.Fatalf("after the first registered: %v", err)
 	}
 }
+
+// The per-peer count costs every stream one acquire at open and one
+// release at its Register.
+func BenchmarkPendingPeers(b *testing.B) {
+	var p pendingPeers
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, ok := p.acquire("127.0.0.1", 0); !ok {
+				b.Fatal("refused")
+			}
+			p.release("127.0.0.1")
+		}
+	})
+}
