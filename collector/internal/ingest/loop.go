@@ -77,8 +77,9 @@ type conn struct {
 	lastSlowDown time.Time
 	// lastHeartbeat: the heartbeat of the node's last accepted status
 	// report (seeded from the stored status), the floor of the next
-	// report's (validation.StatusReport).
-	lastHeartbeat time.Time
+	// report's (validation.StatusReport); Unix ns, 0: none. Unix ns
+	// rather than a time.Time here and in lastSent: a conn per node.
+	lastHeartbeat int64
 	renewed       bool
 	left          bool // Leaving was acked: nothing but the end of the stream
 }
@@ -87,7 +88,7 @@ type conn struct {
 // ends it; server-side ends are the handler's (see stream). Each message
 // is processed inline; status writes go to the stream's status writer.
 func (s *Server) loop(st *stream, registerSeq uint64, lastHeartbeat time.Time) error {
-	c := &conn{s: s, st: st, lim: bucket{tokens: float64(s.cfg.MessageBurst), last: s.now()}, lastSeq: registerSeq, lastHeartbeat: lastHeartbeat}
+	c := &conn{s: s, st: st, lim: bucket{tokens: float64(s.cfg.MessageBurst), last: s.now()}, lastSeq: registerSeq, lastHeartbeat: unixNano(lastHeartbeat)}
 	for {
 		if err := st.srv.RecvMsg(&c.rb); err != nil {
 			if errors.Is(err, io.EOF) {
@@ -150,11 +151,7 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 	}
 	switch msg := m.GetMessage().(type) {
 	case *collectorv1.ReportRequest_Lease:
-		var sent time.Time
-		if c.lastSent != 0 {
-			sent = time.Unix(0, c.lastSent)
-		}
-		if l := validation.LeaseRenewal(msg.Lease, sent, now, s.cfg.Limits); len(l) > 0 {
+		if l := validation.LeaseRenewal(msg.Lease, fromUnixNano(c.lastSent), now, s.cfg.Limits); len(l) > 0 {
 			return c.refuseInvalid("lease", seq, l)
 		}
 		// Forwarded renewTimes advance: the monitors take one that does
@@ -163,7 +160,7 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 		// allows) is dated like an empty renewal instead: the previous
 		// one plus what this collector measured between their arrivals.
 		rt := msg.Lease.GetRenewTime().AsTime()
-		c.lastSent = rt.UnixNano()
+		c.lastSent = unixNano(rt)
 		if !c.lastRenew.IsZero() && rt.Before(c.lastRenew) {
 			rt = c.emptyRenewTime(now)
 		}
@@ -182,7 +179,7 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 		return nil
 	case *collectorv1.ReportRequest_Status:
 		var l validation.List
-		onFreshStack(func() { l = validation.StatusReport(msg.Status, c.lastHeartbeat, now, s.cfg.Limits) }) // deep: off the stream's stack
+		onFreshStack(func() { l = validation.StatusReport(msg.Status, fromUnixNano(c.lastHeartbeat), now, s.cfg.Limits) }) // deep: off the stream's stack
 		if len(l) > 0 {
 			return c.refuseInvalid("status", seq, l)
 		}
@@ -199,7 +196,7 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 		// The last accepted, not the latest: a clock that stepped ahead
 		// and back is judged against where it is now.
 		if hb := nodemodel.ReportedHeartbeat(msg.Status.GetStatus()); !hb.IsZero() {
-			c.lastHeartbeat = hb
+			c.lastHeartbeat = unixNano(hb)
 		}
 		return nil
 	case *collectorv1.ReportRequest_Leaving:
@@ -222,6 +219,25 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 		s.m.validation.WithLabelValues("message").Inc()
 		return c.refuse(seq, codes.InvalidArgument, "message", "must be one of register, lease, status, leaving", 0)
 	}
+}
+
+// unixNano is t in Unix nanoseconds; 0 (none) for the zero time and for
+// times before validation.TimeFloor or after what Unix ns holds (2262). A
+// status stored before these bounds existed may carry a heartbeat in the
+// year 1, which UnixNano cannot represent; it bounds nothing.
+func unixNano(t time.Time) int64 {
+	if t.Before(validation.TimeFloor) || t.Year() >= 2262 {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// fromUnixNano reverses unixNano: the zero time for 0.
+func fromUnixNano(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
 }
 
 // afterLeaving ends a stream that sent anything after its Leaving: the

@@ -104,3 +104,17 @@ func TestClockStepWithinSkewAccepted(t *testing.T) {
 		t.Fatalf("status more than a skew behind the last accepted: %v", a)
 	}
 }
+
+// A status stored before the bounds existed may carry a heartbeat in the
+// year 1 or far ahead; it bounds nothing (and does not overflow).
+func TestUnixNanoBounds(t *testing.T) {
+	for _, tc := range []time.Time{{}, time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Unix(0, 0), time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		if n := unixNano(tc); n != 0 || !fromUnixNano(n).IsZero() {
+			t.Errorf("unixNano(%v) = %d, want 0 (none)", tc, n)
+		}
+	}
+	now := time.Now()
+	if !fromUnixNano(unixNano(now)).Equal(now) {
+		t.Errorf("round trip of %v", now)
+	}
+}
