@@ -149,6 +149,13 @@ func (s *Server) admitPeer(ctx context.Context) (*string, error) {
 	if _, ok := s.pending.acquire(k.key, limit); !ok {
 		s.m.rejected.WithLabelValues("unregistered_per_peer").Inc()
 		s.pending.logRefusal(s.lg, s.now(), k, limit, flag)
+		// A node behind a busy address (NAT, a restart of many nodes
+		// behind one) is alive although refused: like a refusal for a
+		// full registration queue, it is a WAITING event when the stream
+		// names a node its caller may report for (ADR 0008), so the
+		// monitors do not count the retry delay against it.
+		d := s.cfg.RetryAfter
+		s.waitingFor(ctx, "", d+d/2)
 		return nil, withRetryAfter(status.Newf(codes.ResourceExhausted,
 			"peer %s already holds %d Report streams that have not registered (%s=%d): send Register on them, or wait",
 			k.key, limit, flag, limit), s.cfg.RetryAfter)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -72,6 +73,19 @@ func TestUnregisteredStreamsPerPeer(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(h.srv.m.rejected.WithLabelValues("unregistered_per_peer")); got != 1 {
 		t.Fatalf("streams_rejected_total{reason=unregistered_per_peer} = %v, want 1", got)
+	}
+	// A refused stream that names its node is heard alive (WAITING), as
+	// one refused for a full registration queue is.
+	waiting := testutil.ToFloat64(h.srv.m.waiting)
+	s, err = h.client.Report(metadata.AppendToOutgoingContext(ctx, identity.NodeMetadata, "node-w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("fifth unregistered stream: %v", err)
+	}
+	if got := testutil.ToFloat64(h.srv.m.waiting); got != waiting+1 {
+		t.Fatalf("waiting_total %v after a refusal naming its node, want %v", got, waiting+1)
 	}
 
 	// A Register stored on one of them frees its place at once.
