@@ -12,6 +12,8 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
+require k8s.io/cri-api v0.37.2
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

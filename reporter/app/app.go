@@ -30,6 +30,7 @@ import (
 	"github.com/nodepulse/nodepulse/reporter/internal/heartbeat"
 	"github.com/nodepulse/nodepulse/reporter/internal/podagent"
 	"github.com/nodepulse/nodepulse/reporter/probe"
+	"github.com/nodepulse/nodepulse/reporter/runtimeinfo"
 	"github.com/nodepulse/nodepulse/reporter/setters"
 	"github.com/nodepulse/nodepulse/services/bootstrap"
 	"github.com/nodepulse/nodepulse/services/grpcclient"
@@ -58,8 +59,10 @@ type App struct {
 	hb     *heartbeat.Client
 	prober *probe.Prober
 	res    probe.Resolver
-	setCfg setters.Config
-	hold   setters.PressureHold
+	// runtime knows the host's container runtime version.
+	runtime *runtimeinfo.Watcher
+	setCfg  setters.Config
+	hold    setters.PressureHold
 
 	// lastErr de-duplicates setter error logs: a broken probe would
 	// otherwise log the same line every 10 seconds.
@@ -90,6 +93,14 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	if cfg.NodeIP != "" && net.ParseIP(cfg.NodeIP) == nil {
 		return nil, fmt.Errorf("--node-ip %q is not an IP address", cfg.NodeIP)
 	}
+	external, err := setters.ParseExternalAddresses(cfg.ExternalAddresses)
+	if err != nil {
+		return nil, fmt.Errorf("--external-address: %w", err)
+	}
+	rtCfg := runtimeinfo.Config{CRIEndpoints: cfg.ContainerRuntimeEndpoints, DockerEndpoint: cfg.DockerEndpoint}
+	if err := rtCfg.Validate(); err != nil {
+		return nil, fmt.Errorf("--container-runtime-endpoint / --docker-endpoint: %w", err)
+	}
 	reg0, err := registration(cfg)
 	if err != nil {
 		return nil, err
@@ -98,7 +109,10 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 		reg = prometheus.NewRegistry()
 	}
 	a := &App{cfg: cfg, lg: lg, prober: probe.New(cfg.HostRoot), res: probe.SystemResolver(),
-		hold: setters.PressureHold{Period: cfg.EvictionPressureTransitionPeriod}}
+		hold: setters.PressureHold{Period: cfg.EvictionPressureTransitionPeriod}, runtime: runtimeinfo.NewWatcher(rtCfg, time.Minute, lg)}
+	// Asked once now, so the registration already carries the runtime;
+	// then every minute by Run (bounded by the per-socket timeout).
+	a.runtime.Refresh(context.Background())
 
 	hbCfg := heartbeat.DefaultConfig()
 	hbCfg.Register = reg0
@@ -152,6 +166,7 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 		NodeName: cfg.NodeName, NodeIP: cfg.NodeIP, MaxPods: int64(cfg.MaxPods),
 		KubeReserved: kubeRes, SystemReserved: sysRes, EvictionHard: thresholds,
 		ReporterVersion: version.String(), ReporterPort: port, LocalStorageIsolation: true,
+		ExternalAddresses: external,
 	}
 	hb, err := heartbeat.New(hbCfg, lg, dial, a.computeStatus, heartbeat.NewMetrics(reg))
 	if err != nil {
@@ -209,10 +224,11 @@ func (a *App) computeStatus(now time.Time, old *nodev1.NodeStatus) *nodev1.NodeS
 	snap := a.prober.Read()
 	ip, ipErr := a.prober.NodeIP(context.Background(), a.res, a.cfg.NodeName, a.cfg.NodeIP)
 	in := setters.Inputs{
-		Host:       snap,
-		NodeIP:     ip,
-		AddressErr: ipErr,
-		Pressure:   setters.Pressure(now, a.setCfg.EvictionHard, snap, &a.hold),
+		Host:           snap,
+		NodeIP:         ip,
+		AddressErr:     ipErr,
+		Pressure:       setters.Pressure(now, a.setCfg.EvictionHard, snap, &a.hold),
+		RuntimeVersion: a.runtime.Version(),
 	}
 	res := setters.Apply(now, &a.setCfg, in, old)
 	for _, ev := range res.Events {
@@ -259,6 +275,7 @@ func (a *App) Run(ctx context.Context) error {
 	defer a.conn.Close()
 	a.lg.Info("reporter starting", zap.String("node", a.cfg.NodeName), zap.String("version", version.String()),
 		zap.String("collector", a.cfg.Collector.Addresses), zap.String("host_root", a.cfg.HostRoot))
+	a.server.Add("runtime", run.Func(a.runtime.Run))
 	a.server.Add("heartbeat", run.Func(a.hb.Run))
 	return a.server.Run(ctx, a.cfg.ShutdownTimeout)
 }

@@ -13,6 +13,7 @@ import (
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/reporter/internal/heartbeat"
 	"github.com/nodepulse/nodepulse/reporter/internal/podagent"
+	"github.com/nodepulse/nodepulse/reporter/runtimeinfo"
 	"github.com/nodepulse/nodepulse/reporter/setters"
 	"github.com/nodepulse/nodepulse/services/admin"
 	"github.com/nodepulse/nodepulse/services/flagenv"
@@ -73,6 +74,16 @@ type Config struct {
 	// per period (the kubelet status manager's 10 s).
 	PodReconcilePeriod time.Duration
 
+	// ExternalAddresses: IPs (ExternalIP) and DNS names (ExternalDNS) the
+	// node is reachable at from outside; nothing else can know them
+	// without a cloud provider.
+	ExternalAddresses externalAddresses
+	// ContainerRuntimeEndpoints (CRI sockets, tried in order) and
+	// DockerEndpoint (Docker Engine API socket) are where the runtime's
+	// version is asked for (package runtimeinfo); empty turns a kind off.
+	ContainerRuntimeEndpoints flagenv.StringList
+	DockerEndpoint            string
+
 	Collector grpcclient.Config
 	Admin     admin.Config
 	Log       logging.Config
@@ -93,6 +104,8 @@ func DefaultConfig() Config {
 		LeaseDurationSeconds:             int(hb.LeaseDurationSeconds),
 		ShutdownTimeout:                  10 * time.Second,
 		PodReconcilePeriod:               podagent.DefaultReconcilePeriod,
+		ContainerRuntimeEndpoints:        append(flagenv.StringList(nil), runtimeinfo.DefaultCRIEndpoints...),
+		DockerEndpoint:                   runtimeinfo.DefaultDockerEndpoint,
 		Collector: grpcclient.Config{
 			Addresses:        fmt.Sprintf("127.0.0.1:%d", 9090),
 			KeepaliveTime:    grpcclient.DefaultKeepaliveTime,
@@ -140,9 +153,29 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", def.ShutdownTimeout, "how long a stop may take (sending Leaving, closing the admin port)")
 	fs.StringVar(&c.StaticPods, "static-pods", def.StaticPods, "directory of static pod manifests (JSON or YAML Pods, the kubelet's staticPodPath); each gets a mirror pod <name>-<node> in the API")
 	fs.DurationVar(&c.PodReconcilePeriod, "pod-reconcile-period", def.PodReconcilePeriod, "write each pod bound to this node at most once per period (Ready=True after an outage, finished deletions, mirror pods)")
+	c.ExternalAddresses = append(externalAddresses(nil), def.ExternalAddresses...)
+	fs.Var(&c.ExternalAddresses, "external-address", "address the node is reachable at from outside, reported after InternalIP and Hostname: an IP becomes ExternalIP, a DNS name ExternalDNS; repeatable or comma-separated (flags add to the environment's list)")
+	c.ContainerRuntimeEndpoints = append(flagenv.StringList(nil), def.ContainerRuntimeEndpoints...)
+	fs.Var(&c.ContainerRuntimeEndpoints, "container-runtime-endpoint", "CRI sockets (unix:///path) asked for nodeInfo.containerRuntimeVersion (RuntimeService.Version), in order; empty: none. Mount them at the same path when the reporter runs in a container")
+	fs.StringVar(&c.DockerEndpoint, "docker-endpoint", def.DockerEndpoint, "Docker Engine API socket asked (GET /version) when no CRI socket answers; empty: none. No runtime found: containerRuntimeVersion is empty")
 	c.Collector.RegisterFlags(fs, "collector", def.Collector.Addresses, "collector addresses")
 	c.Admin.RegisterFlags(fs, def.Admin.ListenAddress)
 	c.Log.RegisterFlags(fs)
+}
+
+// externalAddresses is --external-address: repeatable, each value a
+// comma-separated list, appended.
+type externalAddresses []string
+
+func (e *externalAddresses) String() string { return strings.Join(*e, ",") }
+
+func (e *externalAddresses) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*e = append(*e, p)
+		}
+	}
+	return nil
 }
 
 func copyMap(m flagenv.StringMap) flagenv.StringMap {

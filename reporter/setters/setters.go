@@ -88,6 +88,9 @@ type Config struct {
 	EvictionHard Thresholds
 	// ReporterVersion goes into nodeInfo.
 	ReporterVersion string
+	// ExternalAddresses (ExternalIP, ExternalDNS) follow InternalIP and
+	// Hostname in the addresses (ParseExternalAddresses).
+	ExternalAddresses []*nodev1.NodeAddress
 	// ReporterPort is the admin port, published as the daemon endpoint.
 	ReporterPort int32
 	// LocalStorageIsolation makes ephemeral-storage a required capacity
@@ -105,6 +108,9 @@ type Inputs struct {
 	// Pressure says which pressure conditions hold, as decided by
 	// Pressure(); the simulator sets it directly.
 	Pressure PressureFlags
+	// RuntimeVersion is the host's container runtime as
+	// "<runtime>://<version>" (package runtimeinfo), "" when there is none.
+	RuntimeVersion string
 	// RuntimeErrs, NetworkErrs, StorageErrs, ShutdownErrs feed the Ready
 	// condition, in that order (spec §5.4).
 	RuntimeErrs, NetworkErrs, StorageErrs, ShutdownErrs []error
@@ -146,7 +152,8 @@ func Apply(now time.Time, cfg *Config, in Inputs, old *nodev1.NodeStatus) Result
 	return r
 }
 
-// setAddresses writes [InternalIP, Hostname] (spec §5.1, no cloud provider).
+// setAddresses writes [InternalIP, Hostname] (spec §5.1, no cloud provider),
+// then the configured external addresses.
 // When no IP can be found the previous addresses stay, as upstream leaves the
 // node untouched on a setter error.
 func setAddresses(_ time.Time, cfg *Config, in Inputs, st *nodev1.NodeStatus, _ *Result) error {
@@ -159,6 +166,9 @@ func setAddresses(_ time.Time, cfg *Config, in Inputs, st *nodev1.NodeStatus, _ 
 	st.Addresses = []*nodev1.NodeAddress{
 		{Type: nodemodel.AddressInternalIP, Address: in.NodeIP.String()},
 		{Type: nodemodel.AddressHostname, Address: cfg.NodeName},
+	}
+	for _, a := range cfg.ExternalAddresses {
+		st.Addresses = append(st.Addresses, &nodev1.NodeAddress{Type: a.GetType(), Address: a.GetAddress()})
 	}
 	return nil
 }
@@ -258,9 +268,9 @@ func setVersionInfo(_ time.Time, cfg *Config, in Inputs, st *nodev1.NodeStatus, 
 	ni.ReporterVersion = cfg.ReporterVersion
 	ni.OperatingSystem = runtime.GOOS
 	ni.Architecture = runtime.GOARCH
-	// The reporter does not inspect a container runtime; the field stays
-	// empty rather than claiming one (see node.proto).
-	ni.ContainerRuntimeVersion = ""
+	// The runtime the host runs, as the kubelet reports it; empty on a
+	// host without one rather than claiming one (see node.proto).
+	ni.ContainerRuntimeVersion = in.RuntimeVersion
 	if in.Host == nil {
 		return nil
 	}
