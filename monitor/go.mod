@@ -13,6 +13,7 @@ require (
 	github.com/nodepulse/nodepulse/services v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
 	go.uber.org/zap v1.28.0
+	golang.org/x/time v0.16.0
 	google.golang.org/grpc v1.83.2
 	google.golang.org/protobuf v1.36.12
 	k8s.io/apimachinery v0.37.2
