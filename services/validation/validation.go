@@ -166,7 +166,7 @@ const (
 // registration and status report validates its node name, label keys and
 // values, and a regexp match was ~4 % of the collector's CPU while 90,000
 // reporters registered again after a restart. k8s.io/apimachinery's
-// validation helpers are such regexps (13x the time, 5 allocations for a
+// validation helpers are such regexps (about 10x the time and 5 allocations for a
 // node name and five labels; docs/adr/0022-field-libraries.md), so they
 // are the reference instead: charclass_test.go checks both agree.
 
