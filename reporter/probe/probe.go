@@ -18,8 +18,6 @@
 package probe
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -28,6 +26,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/prometheus/procfs"
 )
 
 // Prober reads the host under Root.
@@ -128,78 +128,56 @@ func (p *Prober) Read() *Snapshot {
 
 func (p *Prober) path(rel string) string { return filepath.Join(p.Root, rel) }
 
-// numCPU counts "processor" entries in the host's /proc/cpuinfo. Under the
-// host root "/", runtime.NumCPU would honour this process's CPU affinity and
-// so could undercount the machine; elsewhere it would describe the container
-// rather than the host. It is only the fallback when cpuinfo is unreadable
-// (some architectures format it differently).
+// procFS opens the host's /proc for github.com/prometheus/procfs.
+func (p *Prober) procFS() (procfs.FS, error) {
+	fs, err := procfs.NewFS(p.path("proc"))
+	if err != nil {
+		return procfs.FS{}, fmt.Errorf("open %s: %w", p.path("proc"), err)
+	}
+	return fs, nil
+}
+
+// numCPU counts the processors of the host's /proc/cpuinfo (procfs). Under
+// the host root "/", runtime.NumCPU would honour this process's CPU
+// affinity and so could undercount the machine; elsewhere it would describe
+// the container rather than the host. It is only the fallback when cpuinfo
+// is unreadable or procfs cannot parse it (its parser is per architecture).
 func (p *Prober) numCPU() int {
-	data, err := os.ReadFile(p.path("proc/cpuinfo"))
-	if err == nil {
-		n := 0
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		for sc.Scan() {
-			k, _, ok := strings.Cut(sc.Text(), ":")
-			if ok && strings.TrimSpace(k) == "processor" {
-				n++
-			}
-		}
-		if n > 0 {
-			return n
+	if fs, err := p.procFS(); err == nil {
+		if cpus, err := fs.CPUInfo(); err == nil && len(cpus) > 0 {
+			return len(cpus)
 		}
 	}
 	return runtime.NumCPU()
 }
 
 func (p *Prober) readMeminfo(s *Snapshot) error {
-	f, err := os.Open(p.path("proc/meminfo"))
+	fs, err := p.procFS()
 	if err != nil {
 		return fmt.Errorf("read meminfo: %w", err)
 	}
-	defer f.Close()
-	var hpTotal, hpSize int64
-	var haveTotal, haveAvail bool
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(v)
-		if len(fields) == 0 {
-			continue
-		}
-		n, err := strconv.ParseInt(fields[0], 10, 64)
-		if err != nil {
-			continue
-		}
-		if len(fields) > 1 && fields[1] == "kB" {
-			n *= 1024
-		}
-		switch k {
-		case "MemTotal":
-			s.MemTotalBytes, haveTotal = n, true
-		case "MemAvailable":
-			s.MemAvailableBytes, haveAvail = n, true
-		case "HugePages_Total":
-			hpTotal = n
-		case "Hugepagesize":
-			hpSize = n
-		}
-	}
-	if err := sc.Err(); err != nil {
+	m, err := fs.Meminfo()
+	if err != nil {
 		return fmt.Errorf("read meminfo: %w", err)
 	}
-	if !haveTotal {
+	if m.MemTotalBytes == nil {
 		return errors.New("meminfo has no MemTotal")
 	}
-	if !haveAvail {
+	s.MemTotalBytes = int64(*m.MemTotalBytes)
+	if m.MemAvailableBytes != nil {
+		s.MemAvailableBytes = int64(*m.MemAvailableBytes)
+	} else {
 		// Kernels before 3.14 lack MemAvailable; pretend nothing is free
 		// would invent pressure, so count total as available and say so.
 		s.MemAvailableBytes = s.MemTotalBytes
 	}
-	if hpSize > 0 {
-		s.HugePages = map[int64]int64{hpSize: hpTotal * hpSize}
+	if m.HugepagesizeBytes != nil && *m.HugepagesizeBytes > 0 {
+		var total int64
+		if m.HugePagesTotal != nil {
+			total = int64(*m.HugePagesTotal)
+		}
+		size := int64(*m.HugepagesizeBytes)
+		s.HugePages = map[int64]int64{size: total * size}
 	}
 	return nil
 }
@@ -221,14 +199,20 @@ func (p *Prober) statfs(path string) (FS, error) {
 // pids returns the PID limit and the number of scheduling entities in use.
 // Like the kubelet, the limit is the smaller of pid_max and threads-max and
 // usage counts threads (the 4th field of /proc/loadavg, "running/total"),
-// because threads consume PIDs too.
+// because threads consume PIDs too. procfs reads the sysctls; its LoadAvg
+// has only the three averages, so the thread count is read here, with
+// procfs' process list as the fallback (processes, not threads).
 func (p *Prober) pids() (limit, used int64, err error) {
-	pidMax, err := p.readInt("proc/sys/kernel/pid_max")
+	fs, err := p.procFS()
+	if err != nil {
+		return 0, 0, err
+	}
+	pidMax, err := sysctlInt(fs, "kernel.pid_max")
 	if err != nil {
 		return 0, 0, err
 	}
 	limit = pidMax
-	if tm, err := p.readInt("proc/sys/kernel/threads-max"); err == nil && tm < limit {
+	if tm, err := sysctlInt(fs, "kernel.threads-max"); err == nil && tm < limit {
 		limit = tm
 	}
 	la, err := p.firstLine("proc/loadavg")
@@ -242,29 +226,23 @@ func (p *Prober) pids() (limit, used int64, err error) {
 			}
 		}
 	}
-	// Fall back to counting process directories in /proc.
-	ents, derr := os.ReadDir(p.path("proc"))
+	procs, derr := fs.AllProcs()
 	if derr != nil {
 		return limit, 0, fmt.Errorf("count processes: %w", errors.Join(err, derr))
 	}
-	for _, e := range ents {
-		if _, perr := strconv.Atoi(e.Name()); perr == nil {
-			used++
-		}
-	}
-	return limit, used, nil
+	return limit, int64(len(procs)), nil
 }
 
-func (p *Prober) readInt(rel string) (int64, error) {
-	s, err := p.firstLine(rel)
+// sysctlInt reads a one-value sysctl ("kernel.pid_max").
+func sysctlInt(fs procfs.FS, name string) (int64, error) {
+	v, err := fs.SysctlInts(name)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("sysctl %s: %w", name, err)
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", p.path(rel), err)
+	if len(v) != 1 {
+		return 0, fmt.Errorf("sysctl %s: %d values, want 1", name, len(v))
 	}
-	return n, nil
+	return int64(v[0]), nil
 }
 
 // firstLine returns the trimmed first line of the first readable file.

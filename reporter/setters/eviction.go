@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodepulse/nodepulse/services/quantity"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodepulse/nodepulse/services/validation"
 )
 
 // Eviction signals the reporter understands (kubelet names).
@@ -35,7 +37,7 @@ var knownSignals = map[string]bool{
 type Threshold struct {
 	Signal string
 	// Quantity is the absolute amount; used when Fraction is nil.
-	Quantity quantity.Quantity
+	Quantity resource.Quantity
 	// Fraction of capacity in (0, 1], exact ("10%" is 1/10, not 0.1 in
 	// binary floating point, so 10% of 100Gi is exactly 10Gi).
 	Fraction *big.Rat
@@ -74,7 +76,7 @@ func ParseThresholds(s string) (Thresholds, error) {
 			}
 			t.Fraction = f.Quo(f, big.NewRat(100, 1))
 		} else {
-			q, err := quantity.Parse(val)
+			q, err := validation.ParseQuantity(val)
 			if err != nil {
 				return nil, fmt.Errorf("eviction threshold %q: %w", part, err)
 			}
@@ -109,14 +111,18 @@ func (t Thresholds) String() string {
 }
 
 // amount returns the threshold as an absolute amount against capacity.
-func (th Threshold) amount(capacity int64) quantity.Quantity {
+func (th Threshold) amount(capacity int64) resource.Quantity {
 	if th.Fraction != nil {
 		// Whole bytes, as Kubernetes computes percentage thresholds: a
 		// fraction of a byte would surface in allocatable as a milli-byte
 		// quantity ("243497856614400m"). Rounding the reservation up keeps
 		// allocatable on the safe side.
-		n, _ := quantity.FromInt64(capacity).Mul(th.Fraction).Int64()
-		return quantity.FromInt64(n)
+		p := new(big.Int).Mul(big.NewInt(capacity), th.Fraction.Num())
+		n, rem := new(big.Int).QuoRem(p, th.Fraction.Denom(), new(big.Int))
+		if rem.Sign() > 0 {
+			n.Add(n, big.NewInt(1))
+		}
+		return *resource.NewQuantity(n.Int64(), resource.BinarySI)
 	}
 	return th.Quantity
 }
@@ -128,7 +134,7 @@ func (t Thresholds) crossed(sig string, available, capacity int64, known bool) b
 	if !ok || !known {
 		return false
 	}
-	return quantity.FromInt64(available).Cmp(th.amount(capacity)) < 0
+	return resource.NewQuantity(available, resource.BinarySI).Cmp(th.amount(capacity)) < 0
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -28,11 +28,12 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/reporter/probe"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
-	"github.com/nodepulse/nodepulse/services/quantity"
+	"github.com/nodepulse/nodepulse/services/validation"
 )
 
 // Resource names.
@@ -80,8 +81,8 @@ type Config struct {
 	// MaxPods is the pods capacity.
 	MaxPods int64
 	// KubeReserved and SystemReserved are subtracted from capacity.
-	KubeReserved   map[string]quantity.Quantity
-	SystemReserved map[string]quantity.Quantity
+	KubeReserved   map[string]resource.Quantity
+	SystemReserved map[string]resource.Quantity
 	// EvictionHard thresholds decide pressure and are subtracted from
 	// allocatable (memory.available from memory, nodefs.available from
 	// ephemeral-storage).
@@ -180,48 +181,56 @@ func setMachineInfo(_ time.Time, cfg *Config, in Inputs, st *nodev1.NodeStatus, 
 	if h == nil {
 		h = &probe.Snapshot{MachineErr: errors.New("no host reading"), FSErr: errors.New("no host reading")}
 	}
-	capacity := map[string]quantity.Quantity{ResourcePods: quantity.FromInt64(cfg.MaxPods)}
+	// The formats are the kubelet's: bytes in binary units ("16318080Ki"),
+	// counts in decimal ones, CPU in cores or millicores (format).
+	capacity := map[string]resource.Quantity{ResourcePods: *resource.NewQuantity(cfg.MaxPods, resource.DecimalSI)}
 	if h.MachineErr != nil {
 		// As upstream: unknown machine → cpu and memory 0, so the node stays
 		// schedulable by nothing but still reports.
-		capacity[ResourceCPU] = quantity.FromInt64(0)
-		capacity[ResourceMemory] = quantity.FromInt64(0)
+		capacity[ResourceCPU] = *resource.NewQuantity(0, resource.DecimalSI)
+		capacity[ResourceMemory] = *resource.NewQuantity(0, resource.BinarySI)
 	} else {
-		capacity[ResourceCPU] = quantity.FromInt64(int64(h.NumCPU))
-		capacity[ResourceMemory] = quantity.FromInt64(h.MemTotalBytes)
+		capacity[ResourceCPU] = *resource.NewQuantity(int64(h.NumCPU), resource.DecimalSI)
+		capacity[ResourceMemory] = *resource.NewQuantity(h.MemTotalBytes, resource.BinarySI)
 		for size, bytes := range h.HugePages {
-			capacity[ResourceHugePagesPrefix+quantity.Bytes(size)] = quantity.FromInt64(bytes)
+			capacity[ResourceHugePagesPrefix+resource.NewQuantity(size, resource.BinarySI).String()] = *resource.NewQuantity(bytes, resource.BinarySI)
 		}
 	}
 	if h.FSErr == nil {
-		capacity[ResourceEphemeralStorage] = quantity.FromInt64(h.NodeFS.CapacityBytes)
+		capacity[ResourceEphemeralStorage] = *resource.NewQuantity(h.NodeFS.CapacityBytes, resource.BinarySI)
 	}
 
-	reserved := map[string]quantity.Quantity{}
-	for _, m := range []map[string]quantity.Quantity{cfg.KubeReserved, cfg.SystemReserved} {
+	reserved := map[string]resource.Quantity{}
+	add := func(k string, v resource.Quantity) {
+		r := reserved[k]
+		r.Add(v)
+		reserved[k] = r
+	}
+	for _, m := range []map[string]resource.Quantity{cfg.KubeReserved, cfg.SystemReserved} {
 		for k, v := range m {
-			reserved[k] = reserved[k].Add(v)
+			add(k, v)
 		}
 	}
 	if th, ok := cfg.EvictionHard[SignalMemoryAvailable]; ok {
-		reserved[ResourceMemory] = reserved[ResourceMemory].Add(th.amount(h.MemTotalBytes))
+		add(ResourceMemory, th.amount(h.MemTotalBytes))
 	}
 	if th, ok := cfg.EvictionHard[SignalNodeFSAvailable]; ok && h.FSErr == nil {
-		reserved[ResourceEphemeralStorage] = reserved[ResourceEphemeralStorage].Add(th.amount(h.NodeFS.CapacityBytes))
+		add(ResourceEphemeralStorage, th.amount(h.NodeFS.CapacityBytes))
 	}
-	allocatable := map[string]quantity.Quantity{}
+	allocatable := map[string]resource.Quantity{}
 	for k, c := range capacity {
-		a := c.Sub(reserved[k])
+		a := c.DeepCopy()
+		a.Sub(reserved[k])
 		if k == ResourceMemory {
 			// Pre-allocated huge pages are not available as ordinary memory.
 			for hk, hv := range capacity {
 				if strings.HasPrefix(hk, ResourceHugePagesPrefix) {
-					a = a.Sub(hv)
+					a.Sub(hv)
 				}
 			}
 		}
 		if a.Sign() < 0 {
-			a = quantity.FromInt64(0)
+			a = *resource.NewQuantity(0, c.Format)
 		}
 		allocatable[k] = a
 	}
@@ -247,12 +256,13 @@ func setMachineInfo(_ time.Time, cfg *Config, in Inputs, st *nodev1.NodeStatus, 
 	return h.MachineErr
 }
 
-func format(m map[string]quantity.Quantity) map[string]string {
+func format(m map[string]resource.Quantity) map[string]string {
 	out := make(map[string]string, len(m))
 	for k, v := range m {
 		if k == ResourceCPU {
-			milli, _ := v.MilliValue()
-			out[k] = quantity.Milli(milli)
+			// Whole millicores, rounded up (a reservation of "0.0001"
+			// cores still reserves one).
+			out[k] = resource.NewMilliQuantity(v.MilliValue(), resource.DecimalSI).String()
 			continue
 		}
 		out[k] = v.String()
@@ -473,15 +483,15 @@ func Pressure(now time.Time, th Thresholds, h *probe.Snapshot, hold *PressureHol
 }
 
 // ParseReserved reads "cpu=100m,memory=1Gi,ephemeral-storage=1Gi".
-func ParseReserved(m map[string]string) (map[string]quantity.Quantity, error) {
-	out := map[string]quantity.Quantity{}
+func ParseReserved(m map[string]string) (map[string]resource.Quantity, error) {
+	out := map[string]resource.Quantity{}
 	for k, v := range m {
 		switch k {
 		case ResourceCPU, ResourceMemory, ResourceEphemeralStorage, "pid":
 		default:
 			return nil, fmt.Errorf("reserved resource %q: want cpu, memory, ephemeral-storage or pid", k)
 		}
-		q, err := quantity.Parse(v)
+		q, err := validation.ParseQuantity(v)
 		if err != nil {
 			return nil, fmt.Errorf("reserved %s: %w", k, err)
 		}

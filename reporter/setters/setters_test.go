@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/reporter/probe"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
-	"github.com/nodepulse/nodepulse/services/quantity"
 )
 
 var (
@@ -290,15 +291,15 @@ func TestPressureHold(t *testing.T) {
 
 func TestAllocatable(t *testing.T) {
 	c := cfg(t)
-	c.KubeReserved = map[string]quantity.Quantity{"cpu": quantity.MustParse("500m"), "memory": quantity.MustParse("1Gi")}
-	c.SystemReserved = map[string]quantity.Quantity{"cpu": quantity.MustParse("500m"), "ephemeral-storage": quantity.MustParse("10Gi")}
+	c.KubeReserved = map[string]resource.Quantity{"cpu": resource.MustParse("500m"), "memory": resource.MustParse("1Gi")}
+	c.SystemReserved = map[string]resource.Quantity{"cpu": resource.MustParse("500m"), "ephemeral-storage": resource.MustParse("10Gi")}
 	in := inputs()
 	in.Host.HugePages = map[int64]int64{2 << 20: 1 << 30}
 	r := Apply(t0, c, in, nil)
 	wantCap := map[string]string{"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi", "hugepages-2Mi": "1Gi"}
 	// memory: 16Gi - 1Gi kube - 100Mi eviction - 1Gi hugepages; storage:
 	// 100Gi - 10Gi reserved - 10% eviction.
-	wantAlloc := map[string]string{"cpu": "3", "memory": quantity.Bytes(16<<30 - 1<<30 - 100<<20 - 1<<30), "pods": "110", "ephemeral-storage": "80Gi", "hugepages-2Mi": "1Gi"}
+	wantAlloc := map[string]string{"cpu": "3", "memory": resource.NewQuantity(16<<30-1<<30-100<<20-1<<30, resource.BinarySI).String(), "pods": "110", "ephemeral-storage": "80Gi", "hugepages-2Mi": "1Gi"}
 	for k, v := range wantCap {
 		if r.Status.Capacity[k] != v {
 			t.Errorf("capacity[%s] = %s, want %s", k, r.Status.Capacity[k], v)
@@ -310,7 +311,7 @@ func TestAllocatable(t *testing.T) {
 		}
 	}
 	// Floor at zero.
-	c.KubeReserved = map[string]quantity.Quantity{"cpu": quantity.MustParse("64")}
+	c.KubeReserved = map[string]resource.Quantity{"cpu": resource.MustParse("64")}
 	if got := Apply(t0, c, inputs(), nil).Status.Allocatable["cpu"]; got != "0" {
 		t.Errorf("over-reserved cpu = %s, want 0", got)
 	}

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
-	"github.com/nodepulse/nodepulse/services/quantity"
 )
 
 // FindCondition returns the condition of type t, or nil.
@@ -96,8 +96,8 @@ func quantitiesEqual(a, b map[string]string) bool {
 		if va == vb {
 			continue
 		}
-		qa, ea := quantity.Parse(va)
-		qb, eb := quantity.Parse(vb)
+		qa, ea := resource.ParseQuantity(va)
+		qb, eb := resource.ParseQuantity(vb)
 		if ea != nil || eb != nil || qa.Cmp(qb) != 0 {
 			return false
 		}

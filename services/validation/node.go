@@ -4,6 +4,8 @@
 package validation
 
 import (
+	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -11,10 +13,10 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
-	"github.com/nodepulse/nodepulse/services/quantity"
 )
 
 // Limits bound everything in the input that can grow. Zero values are not
@@ -62,16 +64,26 @@ func DefaultLimits() Limits {
 
 // Resource bounds: no machine has more; larger values are typos or attacks
 // that would poison capacity arithmetic.
+//
+// Each bound is built from an int64, not parsed: resource.Quantity compares
+// two int64 amounts without allocating, while a parsed "1Ei" is held as an
+// arbitrary-precision decimal and every comparison with it allocates (5
+// allocations per quantity checked; see docs/adr/0022-field-libraries.md).
 var (
-	maxCPU    = quantity.MustParse("1M")  // one million cores
-	maxBytes  = quantity.MustParse("1Ei") // memory, storage, hugepages
-	maxPods   = quantity.FromInt64(1_000_000)
-	maxOther  = quantity.MustParse("1T") // extended resources (devices)
+	maxCPU    = *resource.NewQuantity(1_000_000, resource.DecimalSI) // one million cores
+	maxBytes  = *resource.NewQuantity(1<<60, resource.BinarySI)      // 1Ei: memory, storage, hugepages
+	maxPods   = *resource.NewQuantity(1_000_000, resource.DecimalSI)
+	maxOther  = *resource.NewQuantity(1_000_000_000_000, resource.DecimalSI) // 1T: extended resources (devices)
 	byteNames = []string{"memory", "ephemeral-storage", "storage"}
 )
 
+// MaxQuantityLength bounds the text of a quantity; longer strings are
+// refused before parsing, so absurd input costs nothing (resource.
+// ParseQuantity itself has no bound).
+const MaxQuantityLength = 64
+
 // ResourceBound returns the largest accepted quantity of resource name.
-func ResourceBound(name string) quantity.Quantity {
+func ResourceBound(name string) resource.Quantity {
 	switch {
 	case name == "cpu":
 		return maxCPU
@@ -83,18 +95,66 @@ func ResourceBound(name string) quantity.Quantity {
 	return maxOther
 }
 
+// ParseQuantity is resource.ParseQuantity behind checks of our own that
+// keep absurd input cheap and mistakes visible: at most MaxQuantityLength
+// characters; a number before the suffix (the library reads a suffix or a
+// sign alone, "Ki", "-", "e3", as zero); and a decimal exponent within
+// ±MaxQuantityExponent (the library keeps the exponent as an int32 and
+// computes with 10^exp, so "1e999999999" would cost seconds and gigabytes
+// to compare with a bound).
+func ParseQuantity(s string) (resource.Quantity, error) {
+	if len(s) > MaxQuantityLength {
+		return resource.Quantity{}, fmt.Errorf("quantity longer than %d characters", MaxQuantityLength)
+	}
+	if err := quantitySyntax(s); err != nil {
+		return resource.Quantity{}, fmt.Errorf("%q is not a quantity (want e.g. 4, 500m, 16Gi, 1e3): %w", truncate(s), err)
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return resource.Quantity{}, fmt.Errorf("%q is not a quantity (want e.g. 4, 500m, 16Gi, 1e3): %w", truncate(s), err)
+	}
+	return q, nil
+}
+
+// MaxQuantityExponent bounds the decimal exponent of a quantity ("1e30").
+const MaxQuantityExponent = 30
+
+// quantitySyntax checks what resource.ParseQuantity lets through: the
+// number part must have a digit, and a decimal exponent must be small.
+func quantitySyntax(s string) error {
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	digits := 0
+	for ; i < len(s) && ('0' <= s[i] && s[i] <= '9' || s[i] == '.'); i++ {
+		if s[i] != '.' {
+			digits++
+		}
+	}
+	if digits == 0 {
+		return errors.New("no number before the suffix")
+	}
+	if suf := s[i:]; len(suf) > 1 && (suf[0] == 'e' || suf[0] == 'E') {
+		if exp, err := strconv.ParseInt(suf[1:], 10, 64); err == nil && (exp > MaxQuantityExponent || exp < -MaxQuantityExponent) {
+			return fmt.Errorf("exponent out of range (at most ±%d)", MaxQuantityExponent)
+		}
+	}
+	return nil
+}
+
 // Quantity checks one resource quantity: Kubernetes syntax, not negative, at
 // most the resource's bound.
-func Quantity(field, resource, s string) *FieldError {
-	q, err := quantity.Parse(s)
+func Quantity(field, name, s string) *FieldError {
+	q, err := ParseQuantity(s)
 	if err != nil {
-		return fieldErr(field, "%q is not a quantity: %v", truncate(s), err)
+		return fieldErr(field, "%v", err)
 	}
 	if q.Sign() < 0 {
 		return fieldErr(field, "must not be negative (got %s)", s)
 	}
-	if b := ResourceBound(resource); q.Cmp(b) > 0 {
-		return fieldErr(field, "%s exceeds the upper bound %s for %q", s, b.String(), resource)
+	if b := ResourceBound(name); q.Cmp(b) > 0 {
+		return fieldErr(field, "%s exceeds the upper bound %s for %q", s, b.String(), name)
 	}
 	return nil
 }
@@ -363,8 +423,8 @@ func NodeStatus(field string, s *nodev1.NodeStatus, now time.Time, lim Limits) L
 		if !ok {
 			continue
 		}
-		qa, ea := quantity.Parse(a)
-		qc, ec := quantity.Parse(c)
+		qa, ea := resource.ParseQuantity(a)
+		qc, ec := resource.ParseQuantity(c)
 		if ea == nil && ec == nil && qa.Cmp(qc) > 0 {
 			over.add(fieldErr(".allocatable["+k+"]", "%s exceeds capacity %s", a, c))
 		}

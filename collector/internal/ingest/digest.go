@@ -11,9 +11,9 @@ import (
 	"sync"
 
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
-	"github.com/nodepulse/nodepulse/services/quantity"
 )
 
 // statusDigest stands for a stored NodeStatus in the per-stream cache: a
@@ -107,9 +107,12 @@ func (w *digestWriter) str(s string) {
 	w.b = append(w.b, s...)
 }
 
-// quantities writes a resource map by sorted key, each value in canonical
-// form when that form is exact (so "4" and "4000m" agree), else verbatim
-// and marked as such (equal strings still agree, as in StatusChanged).
+// quantities writes a resource map by sorted key, each value that parses in
+// a canonical form of its value (mantissa and decimal exponent, so "4",
+// "4000m" and "4e0" agree, and so do "4Ki" and "4096": resource.Quantity's
+// String keeps the input's format and would not), else verbatim and marked
+// as such (equal strings still agree, as in StatusChanged, which compares
+// parsed values).
 func (w *digestWriter) quantities(m map[string]string) {
 	keys := make([]string, 0, 16) // on the stack for a machine's resources
 	for k := range m {
@@ -117,26 +120,21 @@ func (w *digestWriter) quantities(m map[string]string) {
 	}
 	slices.Sort(keys)
 	w.uint(uint64(len(keys)))
+	var buf [32]byte
 	for _, k := range keys {
 		w.str(k)
 		v := m[k]
-		if q, err := quantity.Parse(v); err == nil {
-			// String rounds values finer than a nanounit; only an exact
-			// canonical form may stand for the value.
-			if c := q.String(); c == v || exactCanonical(q, c) {
-				w.byte(1)
-				w.str(c)
-				continue
-			}
+		if q, err := resource.ParseQuantity(v); err == nil {
+			mant, exp := q.AsCanonicalBytes(buf[:0])
+			w.byte(1)
+			w.uint(uint64(len(mant)))
+			w.b = append(w.b, mant...)
+			w.uint(uint64(int64(exp)))
+			continue
 		}
 		w.byte(2)
 		w.str(v)
 	}
-}
-
-func exactCanonical(q quantity.Quantity, c string) bool {
-	back, err := quantity.Parse(c)
-	return err == nil && back.Cmp(q) == 0
 }
 
 // message writes presence and the deterministic encoding, which is equal

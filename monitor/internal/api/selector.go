@@ -8,146 +8,34 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/validation"
 )
 
-// Requirement is one term of a label selector.
-type Requirement struct {
-	Key    string
-	Op     string // "=", "!=", "in", "notin", "exists", "!"
-	Values []string
-}
+// Selector is a parsed Kubernetes label selector (k8s.io/apimachinery's
+// labels package, the one kubectl and the API server use). The zero
+// Selector matches everything.
+type Selector struct{ s labels.Selector }
 
-// Selector is a conjunction of requirements (Kubernetes label selector).
-type Selector []Requirement
-
-// Matches reports whether labels satisfy every requirement.
-func (s Selector) Matches(labels map[string]string) bool {
-	for _, r := range s {
-		v, ok := labels[r.Key]
-		switch r.Op {
-		case "=":
-			if !ok || v != r.Values[0] {
-				return false
-			}
-		case "!=":
-			if ok && v == r.Values[0] {
-				return false
-			}
-		case "in":
-			if !ok || !slices.Contains(r.Values, v) {
-				return false
-			}
-		case "notin":
-			if ok && slices.Contains(r.Values, v) {
-				return false
-			}
-		case "exists":
-			if !ok {
-				return false
-			}
-		case "!":
-			if ok {
-				return false
-			}
-		}
-	}
-	return true
+// Matches reports whether m satisfies every requirement.
+func (s Selector) Matches(m map[string]string) bool {
+	return s.s == nil || s.s.Matches(labels.Set(m))
 }
 
 // ParseSelector parses Kubernetes label selector syntax: "k=v", "k==v",
-// "k!=v", "k in (a,b)", "k notin (a,b)", "k", "!k", comma-separated. field
-// names the request field in errors.
+// "k!=v", "k in (a,b)", "k notin (a,b)", "k", "!k", "k>1", "k<1",
+// comma-separated; keys and values are checked as the API server checks
+// them. field names the request field in errors, which become
+// InvalidArgument through validation.Status.
 func ParseSelector(field, s string) (Selector, error) {
-	var out Selector
-	terms, err := splitTerms(s)
+	sel, err := labels.Parse(s)
 	if err != nil {
-		return nil, &validation.FieldError{Field: field, Reason: err.Error()}
+		return Selector{}, &validation.FieldError{Field: field, Reason: fmt.Sprintf("%q is not a label selector: %v", s, err)}
 	}
-	for _, t := range terms {
-		r, err := parseTerm(t)
-		if err != nil {
-			return nil, &validation.FieldError{Field: field, Reason: fmt.Sprintf("term %q: %v", t, err)}
-		}
-		if fe := validation.QualifiedName(field, r.Key); fe != nil {
-			return nil, &validation.FieldError{Field: field, Reason: fmt.Sprintf("term %q: key %s", t, fe.Reason)}
-		}
-		for _, v := range r.Values {
-			if fe := validation.LabelValue(field, v); fe != nil {
-				return nil, &validation.FieldError{Field: field, Reason: fmt.Sprintf("term %q: value %s", t, fe.Reason)}
-			}
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-// splitTerms splits on commas outside parentheses.
-func splitTerms(s string) ([]string, error) {
-	var out []string
-	depth, start := 0, 0
-	for i, ch := range s {
-		switch ch {
-		case '(':
-			depth++
-		case ')':
-			depth--
-			if depth < 0 {
-				return nil, fmt.Errorf("unbalanced ')' at %d", i)
-			}
-		case ',':
-			if depth == 0 {
-				out = append(out, s[start:i])
-				start = i + 1
-			}
-		}
-	}
-	if depth != 0 {
-		return nil, fmt.Errorf("unbalanced '('")
-	}
-	out = append(out, s[start:])
-	terms := out[:0]
-	for _, t := range out {
-		if t = strings.TrimSpace(t); t != "" {
-			terms = append(terms, t)
-		}
-	}
-	return terms, nil
-}
-
-func parseTerm(t string) (Requirement, error) {
-	if strings.HasPrefix(t, "!") && !strings.ContainsAny(t, "=()") {
-		return Requirement{Key: strings.TrimSpace(t[1:]), Op: "!"}, nil
-	}
-	if i := strings.Index(t, "!="); i >= 0 {
-		return Requirement{Key: strings.TrimSpace(t[:i]), Op: "!=", Values: []string{strings.TrimSpace(t[i+2:])}}, nil
-	}
-	if i := strings.Index(t, "=="); i >= 0 {
-		return Requirement{Key: strings.TrimSpace(t[:i]), Op: "=", Values: []string{strings.TrimSpace(t[i+2:])}}, nil
-	}
-	if i := strings.Index(t, "="); i >= 0 {
-		return Requirement{Key: strings.TrimSpace(t[:i]), Op: "=", Values: []string{strings.TrimSpace(t[i+1:])}}, nil
-	}
-	if i := strings.IndexByte(t, '('); i >= 0 {
-		if !strings.HasSuffix(t, ")") {
-			return Requirement{}, fmt.Errorf("set must end with ')'")
-		}
-		head := strings.Fields(t[:i])
-		if len(head) != 2 || (head[1] != "in" && head[1] != "notin") {
-			return Requirement{}, fmt.Errorf("want 'key in (v1,v2)' or 'key notin (v1,v2)'")
-		}
-		var vals []string
-		for _, v := range strings.Split(t[i+1:len(t)-1], ",") {
-			vals = append(vals, strings.TrimSpace(v))
-		}
-		return Requirement{Key: head[0], Op: head[1], Values: vals}, nil
-	}
-	if strings.ContainsAny(t, " \t") {
-		return Requirement{}, fmt.Errorf("unexpected space")
-	}
-	return Requirement{Key: t, Op: "exists"}, nil
+	return Selector{s: sel}, nil
 }
 
 // CondTerm is one term of a condition selector.

@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -28,6 +29,7 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
@@ -192,18 +194,18 @@ func New(s Store, cfg Config, lg *zap.Logger) *Cache {
 // Run keeps the cache in sync until ctx ends.
 func (c *Cache) Run(ctx context.Context) error {
 	go c.requestProgress(ctx)
-	backoff := 100 * time.Millisecond
+	backoff := listBackoff
 	for ctx.Err() == nil {
 		rev, err := c.relist(ctx)
 		if err != nil {
-			c.lg.Warn("list failed; retrying", zap.Error(err), zap.Duration("backoff", backoff))
-			if !sleep(ctx, backoff) {
+			d := backoff.Step()
+			c.lg.Warn("list failed; retrying", zap.Error(err), zap.Duration("backoff", d))
+			if !sleep(ctx, d) {
 				break
 			}
-			backoff = min(backoff*2, 5*time.Second)
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		backoff = listBackoff
 		err = c.watch(ctx, rev)
 		if ctx.Err() != nil {
 			break
@@ -217,6 +219,10 @@ func (c *Cache) Run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// listBackoff spaces failed lists: 100ms doubling up to 5s, restarted by
+// a list that works (wait.Backoff stops growing at Cap).
+var listBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Steps: math.MaxInt32}
 
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)

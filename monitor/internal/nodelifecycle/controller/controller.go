@@ -35,11 +35,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
@@ -236,27 +238,31 @@ func (c *Controller) Run(ctx context.Context) error {
 		c.runEvents(ctx)
 	}()
 	defer func() { <-evDone }()
-	backoff := 100 * time.Millisecond
+	backoff := electionBackoff
 	for ctx.Err() == nil {
 		err := c.campaignAndLead(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
+		d := backoff.Step()
 		if err != nil {
-			c.lg.Warn("leadership ended", zap.Error(err), zap.Duration("retryIn", backoff))
+			c.lg.Warn("leadership ended", zap.Error(err), zap.Duration("retryIn", d))
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff):
+		case <-time.After(d):
 		}
-		backoff = min(backoff*2, 2*time.Second)
 		if err == nil {
-			backoff = 100 * time.Millisecond
+			backoff = electionBackoff
 		}
 	}
 	return nil
 }
+
+// electionBackoff spaces campaigns after leadership ended: 100ms doubling
+// up to 2s, restarted by a term that ended without error.
+var electionBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Cap: 2 * time.Second, Steps: math.MaxInt32}
 
 var errLost = errors.New("leadership lost")
 

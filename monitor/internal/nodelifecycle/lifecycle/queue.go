@@ -5,58 +5,40 @@ package lifecycle
 
 import (
 	"container/heap"
-	"math"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
-// TokenBucket is a token bucket rate limiter with an injected clock (the
-// upstream flowcontrol token bucket over golang.org/x/time/rate, which needs
-// the same arithmetic). It starts full. A QPS ≤ 0 never grants a token.
-type TokenBucket struct {
-	qps    float64
-	burst  float64
-	tokens float64
-	last   time.Time
+// limiter is a zone's rate: a golang.org/x/time/rate limiter (as upstream's
+// flowcontrol token bucket) always given the monitor's clock, so tests and
+// the lifecycle logic control time. It starts full. A QPS ≤ 0 never grants
+// a token: rate.Limiter with a zero limit would still hand out its burst.
+type limiter struct {
+	qps float64
+	lim *rate.Limiter
 }
 
-// NewTokenBucket returns a full bucket.
-func NewTokenBucket(qps float64, burst int, now time.Time) *TokenBucket {
-	return &TokenBucket{qps: qps, burst: float64(burst), tokens: float64(burst), last: now}
+func newLimiter(qps float64) limiter {
+	return limiter{qps: qps, lim: rate.NewLimiter(rate.Limit(qps), Burst)}
 }
 
-// QPS is the refill rate.
-func (b *TokenBucket) QPS() float64 { return b.qps }
-
-// TryAccept takes a token if one is available at now.
-func (b *TokenBucket) TryAccept(now time.Time) bool {
-	if b.qps <= 0 {
-		return false
-	}
-	if now.After(b.last) {
-		b.tokens = math.Min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.qps)
-		b.last = now
-	}
-	if b.tokens >= 1 {
-		b.tokens--
-		return true
-	}
-	return false
+// tryAccept takes a token if one is available at now.
+func (l limiter) tryAccept(now time.Time) bool {
+	return l.qps > 0 && l.lim.AllowN(now, 1)
 }
 
-// NextToken is how long after now the next token is available; -1 when
+// nextToken is how long after now the next token is available; -1 when
 // never.
-func (b *TokenBucket) NextToken(now time.Time) time.Duration {
-	if b.qps <= 0 {
+func (l limiter) nextToken(now time.Time) time.Duration {
+	if l.qps <= 0 {
 		return -1
 	}
-	tokens := b.tokens
-	if now.After(b.last) {
-		tokens = math.Min(b.burst, tokens+now.Sub(b.last).Seconds()*b.qps)
-	}
+	tokens := l.lim.TokensAt(now)
 	if tokens >= 1 {
 		return 0
 	}
-	return time.Duration((1 - tokens) / b.qps * float64(time.Second))
+	return time.Duration((1 - tokens) / l.qps * float64(time.Second))
 }
 
 // QueueItem is one queued node.
@@ -94,7 +76,7 @@ func (h *itemHeap) Pop() any {
 // again is a no-op: this is what keeps a tainted node from being re-processed
 // every pass. The queue is reused by the evictor later (spec §7).
 type RateLimitedQueue struct {
-	limiter *TokenBucket
+	limiter limiter
 	heap    itemHeap
 	set     map[string]*QueueItem // nil value: processed, still remembered
 }
@@ -104,11 +86,11 @@ const Burst = 1
 
 // NewRateLimitedQueue returns an empty queue limited to qps.
 func NewRateLimitedQueue(qps float64, now time.Time) *RateLimitedQueue {
-	return &RateLimitedQueue{limiter: NewTokenBucket(qps, Burst, now), set: map[string]*QueueItem{}}
+	return &RateLimitedQueue{limiter: newLimiter(qps), set: map[string]*QueueItem{}}
 }
 
 // QPS of the limiter.
-func (q *RateLimitedQueue) QPS() float64 { return q.limiter.QPS() }
+func (q *RateLimitedQueue) QPS() float64 { return q.limiter.qps }
 
 // Len counts queued (not yet processed) nodes.
 func (q *RateLimitedQueue) Len() int { return len(q.heap) }
@@ -132,7 +114,7 @@ func (q *RateLimitedQueue) Queued(name string) (QueueItem, int, bool) {
 }
 
 // NextToken tells when the limiter grants its next token (-1: never).
-func (q *RateLimitedQueue) NextToken(now time.Time) time.Duration { return q.limiter.NextToken(now) }
+func (q *RateLimitedQueue) NextToken(now time.Time) time.Duration { return q.limiter.nextToken(now) }
 
 // Add queues name unless it is queued or remembered; it reports whether it
 // was added.
@@ -172,7 +154,7 @@ func (q *RateLimitedQueue) Clear() {
 // time is checked, so a waiting head also consumes the rate.
 func (q *RateLimitedQueue) Try(now time.Time, fn func(QueueItem) (bool, time.Duration)) {
 	for len(q.heap) > 0 {
-		if !q.limiter.TryAccept(now) {
+		if !q.limiter.tryAccept(now) {
 			return
 		}
 		it := q.heap[0]
@@ -193,12 +175,12 @@ func (q *RateLimitedQueue) Try(now time.Time, fn func(QueueItem) (bool, time.Dur
 // empty hands its debt to the new one, so a rate change cannot be used to
 // skip the wait (upstream behaviour).
 func (q *RateLimitedQueue) SwapLimiter(qps float64, now time.Time) {
-	if q.limiter.QPS() == qps {
+	if q.limiter.qps == qps {
 		return
 	}
-	nl := NewTokenBucket(qps, Burst, now)
-	if qps > 0 && !q.limiter.TryAccept(now) {
-		nl.TryAccept(now)
+	nl := newLimiter(qps)
+	if qps > 0 && !q.limiter.tryAccept(now) {
+		nl.tryAccept(now)
 	}
 	q.limiter = nl
 }

@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -34,6 +35,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	"github.com/nodepulse/nodepulse/services/grpcclient"
@@ -266,7 +268,7 @@ func (t *Tracker) reconcile(ctx context.Context) {
 // follow keeps one feed open, reconnecting with backoff.
 func (t *Tracker) follow(ctx context.Context, id string, f *feed) {
 	cli := collectorv1.NewFeedServiceClient(f.conn)
-	backoff := 100 * time.Millisecond
+	backoff := feedBackoff
 	for ctx.Err() == nil {
 		err := t.stream(ctx, id, cli, f)
 		if ctx.Err() != nil {
@@ -275,17 +277,21 @@ func (t *Tracker) follow(ctx context.Context, id string, f *feed) {
 		t.mu.Lock()
 		f.connected = false
 		t.mu.Unlock()
-		t.lg.Warn("collector feed broken; reconnecting", zap.String("collector", id), zap.Error(err), zap.Duration("backoff", backoff))
-		t := time.NewTimer(backoff)
+		d := backoff.Step()
+		t.lg.Warn("collector feed broken; reconnecting", zap.String("collector", id), zap.Error(err), zap.Duration("backoff", d))
+		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
+
+// feedBackoff spaces reconnects to one collector's feed: 100ms doubling up
+// to 5s.
+var feedBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Steps: math.MaxInt32}
 
 func (t *Tracker) stream(ctx context.Context, id string, cli collectorv1.FeedServiceClient, f *feed) error {
 	s, err := cli.WatchLiveness(ctx, &collectorv1.WatchLivenessRequest{Watcher: t.cfg.Watcher})
