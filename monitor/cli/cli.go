@@ -174,7 +174,7 @@ type command struct {
 	force       bool
 	drainFlags  drainFlags
 	// scale: --replicas (-1: not given)
-	replicas int64
+	replicas        int64
 	kubeconfigFlags kubeconfigFlags
 }
 

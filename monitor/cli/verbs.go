@@ -162,7 +162,7 @@ func (c *command) commands() []*cobra.Command {
 	fs.StringVar(&c.nodes, "nodes", "", "node names to issue node certificates for")
 	fs.StringVar(&c.operators, "operators", "", "operator names to issue operator certificates for")
 
-	versionCmd := &cobra.Command{Use: "version", Short: "print the version (also --version)", Args: args(0, 0), GroupID: "setup",
+	versionCmd := &cobra.Command{Use: "version", Short: "print the version (also --version)", Args: args(0, 0), GroupID: "setup", Example: "  nodepulse version",
 		RunE: func(*cobra.Command, []string) error {
 			_, err := fmt.Fprintln(c.out, version.String())
 			return err

@@ -231,9 +231,11 @@ func (c *command) lineFormat(k any) (func(proto.Message) (string, error), string
 	return nil, "", fmt.Errorf("-o %q: want wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=SPEC", c.output)
 }
 
-// aligned writes tab-separated rows as columns that keep their widths
-// across rows printed one at a time (a tabwriter aligns only what it
-// buffers, and a watch cannot wait).
+// aligned writes tab-separated rows as columns that keep the widths of
+// the header and the initial rows across rows printed one at a time (a
+// tabwriter aligns only what it buffers, and a watch cannot wait). A wider
+// cell shifts its own row only, so later rows still line up with the
+// header.
 type aligned struct {
 	w      io.Writer
 	widths []int
@@ -251,13 +253,16 @@ func (a *aligned) seed(lines []string) {
 }
 
 func (a *aligned) print(l string) {
-	a.seed([]string{l})
 	cells := strings.Split(l, "\t")
 	var b strings.Builder
 	for i, cell := range cells {
 		b.WriteString(cell)
 		if i < len(cells)-1 {
-			b.WriteString(strings.Repeat(" ", a.widths[i]-utf8.RuneCountInString(cell)+3))
+			pad := 3
+			if i < len(a.widths) {
+				pad = max(a.widths[i]-utf8.RuneCountInString(cell)+3, 1)
+			}
+			b.WriteString(strings.Repeat(" ", pad))
 		}
 	}
 	fmt.Fprintln(a.w, b.String())
