@@ -161,6 +161,7 @@ func (g *globals) cleanup() {
 // command is one parsed invocation.
 type command struct {
 	g      globals
+	in     io.Reader
 	out    io.Writer
 	errOut io.Writer
 	args   []string
@@ -178,15 +179,20 @@ type command struct {
 	kubeconfigFlags kubeconfigFlags
 }
 
-// Main runs the CLI with args (without the program name).
+// Main runs the CLI with args (without the program name), reading
+// standard input for `create -f -`.
 func Main(ctx context.Context, args []string, out, errOut io.Writer) error {
-	c := &command{out: out, errOut: errOut}
+	return execute(ctx, args, os.Stdin, out, errOut)
+}
+
+func execute(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) error {
+	c := &command{in: in, out: out, errOut: errOut}
 	c.g.lookup = os.LookupEnv
 	root := c.newRoot()
 	root.SetArgs(args)
+	root.SetIn(in)
 	root.SetOut(out)
 	root.SetErr(errOut)
-	root.SetIn(os.Stdin)
 	defer c.g.cleanup()
 	return root.ExecuteContext(ctx)
 }

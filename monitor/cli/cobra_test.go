@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -249,13 +248,9 @@ func TestCommandLine(t *testing.T) {
 
 func mustRunStdin(t *testing.T, addr, stdin string, args ...string) string {
 	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
+	var out bytes.Buffer
+	if err := execute(context.Background(), append(args, "--server", addr), strings.NewReader(stdin), &out, io.Discard); err != nil {
+		t.Fatalf("nodepulse %v: %v", args, err)
 	}
-	go func() { _, _ = io.WriteString(w, stdin); w.Close() }()
-	old := os.Stdin
-	os.Stdin = r
-	defer func() { os.Stdin = old }()
-	return mustRun(t, addr, args...)
+	return out.String()
 }

@@ -273,7 +273,7 @@ func (c *command) createFromFile(ctx context.Context, pods podv1.PodServiceClien
 	var b []byte
 	var err error
 	if c.file == "-" {
-		b, err = io.ReadAll(os.Stdin)
+		b, err = io.ReadAll(c.in)
 	} else {
 		b, err = os.ReadFile(c.file)
 	}

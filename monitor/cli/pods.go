@@ -84,7 +84,7 @@ func (c *command) podCommand(ctx context.Context, cl podv1.PodServiceClient, nod
 		var b []byte
 		var err error
 		if c.file == "-" {
-			b, err = io.ReadAll(os.Stdin)
+			b, err = io.ReadAll(c.in)
 		} else {
 			b, err = os.ReadFile(c.file)
 		}
