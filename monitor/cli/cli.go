@@ -229,7 +229,7 @@ func (c *command) newRoot() *cobra.Command {
 	root.SetVersionTemplate("{{.Version}}\n")
 	c.g.register(root.PersistentFlags())
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return fmt.Errorf("%w\nSee '%s --help' for usage.", err, cmd.CommandPath())
+		return fmt.Errorf("%w (see '%s --help')", err, cmd.CommandPath())
 	})
 	root.AddGroup(&cobra.Group{ID: "basic", Title: "Looking at nodes and workloads:"},
 		&cobra.Group{ID: "ops", Title: "Operating nodes and workloads:"},

@@ -27,7 +27,7 @@ var resourceTypes = []string{"nodes", "pods", "replicasets", "statefulsets", "da
 func args(lo, hi int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, a []string) error {
 		if len(a) < lo || len(a) > hi {
-			return fmt.Errorf("usage: %s\nSee '%s --help' for examples.", cmd.UseLine(), cmd.CommandPath())
+			return fmt.Errorf("usage: %s (examples: '%s --help')", cmd.UseLine(), cmd.CommandPath())
 		}
 		return nil
 	}
