@@ -148,8 +148,8 @@ func TestGetWatch(t *testing.T) {
 			t.Errorf("not one node a line: %q (%v)", l, err)
 		}
 	}
-	if _, err := run(t, addr, "get", "rs", "-w"); err == nil {
-		t.Error("get rs -w accepted")
+	if _, err := run(t, addr, "get", "pdb", "-w"); err == nil {
+		t.Error("get pdb -w accepted (budgets have no watch)")
 	}
 }
 
@@ -171,6 +171,22 @@ func TestGetPodsWatchSelector(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "db-0") {
 		t.Errorf("the selector let db-0 through:\n%s", out.String())
+	}
+}
+
+// TestGetOwnersWatch: get rs -w follows ReplicaSets, in the -o format.
+func TestGetOwnersWatch(t *testing.T) {
+	addr, _ := startMonitor(t)
+	mustRunStdin(t, addr, "kind: ReplicaSet\nmetadata: {name: web, namespace: shop}\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: web}}\n  template: {metadata: {labels: {app: web}}}\n", "create", "-f", "-")
+	out, stop := background(t, "get", "rs", "-n", "shop", "-w", "-o", "custom-columns=NAME:.metadata.name,WANT:.spec.replicas", "--server", addr)
+	waitFor(t, "no initial row", out, func(s string) bool { return strings.Contains(s, "web    2") })
+	mustRun(t, addr, "scale", "rs", "shop/web", "--replicas=5")
+	waitFor(t, "no row for the scale", out, func(s string) bool { return strings.Contains(s, "web    5") })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "NAME   WANT\n") {
+		t.Errorf("header:\n%s", out.String())
 	}
 }
 

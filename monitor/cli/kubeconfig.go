@@ -213,6 +213,16 @@ func (c *command) kubeconfigCommand() *cobra.Command {
 // empty one), replace the context's three entries, write it back.
 func (c *command) writeKubeconfig() error {
 	f := c.kubeconfigFlags
+	// The connection flags a user already types (--tls-ca ...) say the
+	// same as --ca, --cert and --key here.
+	for _, p := range []struct {
+		dst *string
+		flag, val string
+	}{{&f.ca, "tls-ca", c.g.tls.CAFile}, {&f.cert, "tls-cert", c.g.tls.CertFile}, {&f.key, "tls-key", c.g.tls.KeyFile}} {
+		if *p.dst == "" && c.g.flags.Lookup(p.flag).Changed {
+			*p.dst = p.val
+		}
+	}
 	u, err := url.Parse(f.server)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return fmt.Errorf("--server %q: want https://host:port (or http:// for a plaintext stack)", f.server)

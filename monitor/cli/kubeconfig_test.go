@@ -129,9 +129,10 @@ func TestKubeconfigMTLS(t *testing.T) {
 		t.Fatalf("cordon through the mTLS context: %q %v", out, err)
 	}
 
+	// --embed-certs; and the --tls-* flags say the same as --ca, --cert, --key.
 	embedded := filepath.Join(t.TempDir(), "kubeconfig")
 	if _, err := np("kubeconfig", "--kubeconfig", embedded, "--embed-certs", "--server", "https://127.0.0.1:6443", "--grpc-server", addr,
-		"--ca", filepath.Join(dir, "ca.crt"), "--cert", filepath.Join(dir, "operator-admin.crt"), "--key", filepath.Join(dir, "operator-admin.key")); err != nil {
+		"--tls-ca", filepath.Join(dir, "ca.crt"), "--tls-cert", filepath.Join(dir, "operator-admin.crt"), "--tls-key", filepath.Join(dir, "operator-admin.key")); err != nil {
 		t.Fatal(err)
 	}
 	if raw, _ := os.ReadFile(embedded); !strings.Contains(string(raw), "client-key-data:") {

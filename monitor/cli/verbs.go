@@ -83,7 +83,7 @@ func (c *command) commands() []*cobra.Command {
 		c.namespaceFlag(fs, "namespace (default: all namespaces for a list, \"default\" for NAME without NS/)")
 		fs.BoolVarP(&c.allNamespaces, "all-namespaces", "A", false, "every namespace (the default for lists; for kubectl's muscle memory)")
 		fs.StringVar(&c.node, "node", "", "pods: only pods bound to this node")
-		fs.BoolVarP(&c.watchFlag, "watch", "w", false, "nodes, pods: after the list, print a row for every change (Ctrl-C ends)")
+		fs.BoolVarP(&c.watchFlag, "watch", "w", false, "nodes, pods, rs, sts, ds: after the list, print every change (Ctrl-C ends)")
 	})
 	get.ValidArgsFunction = c.completeTypeThenName
 	describe := c.verb("describe node|pod NAME", "show a node (conditions, taints, lease, explanation, events) or a pod", `  nodepulse describe node web-1
@@ -182,7 +182,7 @@ func (c *command) run(ctx context.Context) error {
 	cl := nodev1.NewNodeServiceClient(conn)
 	pods := podv1.NewPodServiceClient(conn)
 	if verb == "get" && c.watchFlag {
-		return c.getWatch(c.g.ctx(ctx), cl, pods)
+		return c.getWatch(c.g.ctx(ctx), conn)
 	}
 	rctx, cancel := context.WithTimeout(c.g.ctx(ctx), c.g.timeout)
 	defer cancel()

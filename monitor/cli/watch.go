@@ -12,11 +12,13 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
+	appsv1 "github.com/nodepulse/nodepulse/gen/nodepulse/apps/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 )
@@ -25,7 +27,8 @@ import (
 // per change, in the same format, until the watch or the command ends (as
 // kubectl get -w). The watch starts at the list's resource version, so no
 // change between the two is lost.
-func (c *command) getWatch(ctx context.Context, cl nodev1.NodeServiceClient, pods podv1.PodServiceClient) error {
+func (c *command) getWatch(ctx context.Context, conn grpc.ClientConnInterface) error {
+	cl, pods := nodev1.NewNodeServiceClient(conn), podv1.NewPodServiceClient(conn)
 	typ := c.args[1]
 	name := c.argOr(2)
 	lctx, cancel := context.WithTimeout(ctx, c.g.timeout)
@@ -96,7 +99,84 @@ func (c *command) getWatch(ctx context.Context, cl nodev1.NodeServiceClient, pod
 			return ev.GetType(), ev.GetPod(), err
 		})
 	}
-	return fmt.Errorf("get -w: nodes and pods can be watched, not %q", typ)
+	if n, ok := ownerNouns[typ]; ok && n.kind != appsv1.WorkloadKind_WORKLOAD_KIND_UNSPECIFIED {
+		return c.watchWorkloads(ctx, lctx, appsv1.NewWorkloadServiceClient(conn), n.kind, name)
+	}
+	return fmt.Errorf("get -w: nodes, pods, replicasets, statefulsets and daemonsets can be watched, not %q", typ)
+}
+
+// watchWorkloads is `get rs|sts|ds -w`: the owners of one kind, unwrapped.
+func (c *command) watchWorkloads(ctx, lctx context.Context, wl appsv1.WorkloadServiceClient, k appsv1.WorkloadKind, name string) error {
+	ns, wlName := c.namespace, ""
+	if name != "" {
+		var err error
+		if ns, wlName, err = c.podRef(name); err != nil {
+			return err
+		}
+	}
+	var rv string
+	items, err := listAll(func(tok string) ([]*appsv1.Workload, string, error) {
+		r, err := wl.ListWorkloads(lctx, &appsv1.ListWorkloadsRequest{Kind: k, Namespace: ns, LabelSelector: c.selector, PageToken: tok})
+		if rv == "" {
+			rv = r.GetResourceVersion()
+		}
+		return r.GetWorkloads(), r.GetNextPageToken(), err
+	})
+	if err != nil {
+		return err
+	}
+	sel, err := labels.Parse(c.selector)
+	if err != nil {
+		return fmt.Errorf("-l %q: %w", c.selector, err)
+	}
+	s, err := wl.WatchWorkloads(ctx, &appsv1.WatchWorkloadsRequest{Kind: k, Namespace: ns, ResourceVersion: rv})
+	if err != nil {
+		return err
+	}
+	keep := func(w *appsv1.Workload) bool {
+		md := workloadMeta(w)
+		return (wlName == "" || md.GetName() == wlName) && sel.Matches(labels.Set(md.GetLabels()))
+	}
+	next := func() (string, *appsv1.Workload, error) {
+		ev, err := s.Recv()
+		if err == nil && !keep(ev.GetWorkload()) {
+			return "BOOKMARK", nil, nil
+		}
+		return ev.GetType(), ev.GetWorkload(), err
+	}
+	items = filter(items, keep)
+	switch k {
+	case appsv1.WorkloadKind_WORKLOAD_KIND_REPLICA_SET:
+		return watchObjects(ctx, c, rsKind, unwrap(items, (*appsv1.Workload).GetReplicaSet), unwrapNext(next, (*appsv1.Workload).GetReplicaSet))
+	case appsv1.WorkloadKind_WORKLOAD_KIND_STATEFUL_SET:
+		return watchObjects(ctx, c, stsKind, unwrap(items, (*appsv1.Workload).GetStatefulSet), unwrapNext(next, (*appsv1.Workload).GetStatefulSet))
+	}
+	return watchObjects(ctx, c, dsKind, unwrap(items, (*appsv1.Workload).GetDaemonSet), unwrapNext(next, (*appsv1.Workload).GetDaemonSet))
+}
+
+func workloadMeta(w *appsv1.Workload) *nodev1.ObjectMeta {
+	switch {
+	case w.GetReplicaSet() != nil:
+		return w.GetReplicaSet().GetMetadata()
+	case w.GetStatefulSet() != nil:
+		return w.GetStatefulSet().GetMetadata()
+	}
+	return w.GetDaemonSet().GetMetadata()
+}
+
+func unwrap[T any](ws []*appsv1.Workload, get func(*appsv1.Workload) T) []T {
+	out := make([]T, len(ws))
+	for i, w := range ws {
+		out[i] = get(w)
+	}
+	return out
+}
+
+func unwrapNext[T any](next func() (string, *appsv1.Workload, error), get func(*appsv1.Workload) T) func() (string, T, error) {
+	return func() (string, T, error) {
+		typ, w, err := next()
+		return typ, get(w), err
+	}
 }
 
 func filter[T any](items []T, keep func(T) bool) []T {
@@ -112,7 +192,7 @@ func filter[T any](items []T, keep func(T) bool) []T {
 // watchObjects prints the initial items, then every changed object next
 // returns, until next fails or ctx ends (a clean end: Ctrl-C).
 func watchObjects[T proto.Message](ctx context.Context, c *command, k kind[T], items []T, next func() (string, T, error)) error {
-	line, header, err := c.lineFormat(k)
+	line, header, err := lineFormat(c, k)
 	if err != nil {
 		return err
 	}
@@ -167,40 +247,26 @@ func watchObjects[T proto.Message](ctx context.Context, c *command, k kind[T], i
 // lineFormat returns how -o prints one object of a stream: a table row
 // (with the header to print first), or a complete text (name, one JSON
 // object a line, a YAML document, a jsonpath result).
-func (c *command) lineFormat(k any) (func(proto.Message) (string, error), string, error) {
+func lineFormat[T proto.Message](c *command, k kind[T]) (func(T) (string, error), string, error) {
 	format, arg, _ := strings.Cut(c.output, "=")
 	switch format {
 	case "", "wide":
 		wide := format == "wide"
-		switch k := k.(type) {
-		case kind[*nodev1.Node]:
-			head := k.head
-			if wide {
-				head += k.wideHead
-			}
-			return func(m proto.Message) (string, error) { return k.row(m.(*nodev1.Node), wide, time.Now()), nil }, head, nil
-		case kind[*podv1.Pod]:
-			head := k.head
-			if wide {
-				head += k.wideHead
-			}
-			return func(m proto.Message) (string, error) { return k.row(m.(*podv1.Pod), wide, time.Now()), nil }, head, nil
+		head := k.head
+		if wide {
+			head += k.wideHead
 		}
+		return func(it T) (string, error) { return k.row(it, wide, time.Now()), nil }, head, nil
 	case "name":
-		switch k := k.(type) {
-		case kind[*nodev1.Node]:
-			return func(m proto.Message) (string, error) { return k.name(m.(*nodev1.Node)) + "\n", nil }, "", nil
-		case kind[*podv1.Pod]:
-			return func(m proto.Message) (string, error) { return k.name(m.(*podv1.Pod)) + "\n", nil }, "", nil
-		}
+		return func(it T) (string, error) { return k.name(it) + "\n", nil }, "", nil
 	case "json":
-		return func(m proto.Message) (string, error) {
-			b, err := protojson.Marshal(m)
+		return func(it T) (string, error) {
+			b, err := protojson.Marshal(it)
 			return string(b) + "\n", err
 		}, "", nil
 	case "yaml":
-		return func(m proto.Message) (string, error) {
-			b, err := protojson.Marshal(m)
+		return func(it T) (string, error) {
+			b, err := protojson.Marshal(it)
 			if err != nil {
 				return "", err
 			}
@@ -212,8 +278,8 @@ func (c *command) lineFormat(k any) (func(proto.Message) (string, error), string
 		if err != nil {
 			return nil, "", err
 		}
-		return func(m proto.Message) (string, error) {
-			v, err := toJSON(m)
+		return func(it T) (string, error) {
+			v, err := toJSON(it)
 			if err != nil {
 				return "", err
 			}
@@ -226,7 +292,7 @@ func (c *command) lineFormat(k any) (func(proto.Message) (string, error), string
 		if err != nil {
 			return nil, "", err
 		}
-		return cols.row, cols.header(), nil
+		return func(it T) (string, error) { return cols.row(it) }, cols.header(), nil
 	}
 	return nil, "", fmt.Errorf("-o %q: want wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=SPEC", c.output)
 }
