@@ -216,7 +216,7 @@ func (c *command) writeKubeconfig() error {
 	// The connection flags a user already types (--tls-ca ...) say the
 	// same as --ca, --cert and --key here.
 	for _, p := range []struct {
-		dst *string
+		dst       *string
 		flag, val string
 	}{{&f.ca, "tls-ca", c.g.tls.CAFile}, {&f.cert, "tls-cert", c.g.tls.CertFile}, {&f.key, "tls-key", c.g.tls.KeyFile}} {
 		if *p.dst == "" && c.g.flags.Lookup(p.flag).Changed {
