@@ -134,8 +134,16 @@ tidy: ## go mod tidy in every module
 	cd tests/kubectl && GOWORK=off go mod tidy
 
 .PHONY: certs
-certs: ## create a development CA and certificates in .tmp/certs
+certs: ## create a development CA and certificates in .tmp/certs, and .tmp/certs/kubeconfig for kubectl and bin/nodepulse
 	go run ./monitor/cmd/nodepulse certs init --dir .tmp/certs --nodes "$$(hostname | tr A-Z a-z)" --operators admin
+	@# nodepulse-local (current): make run and docker compose, both PLAINTEXT on 127.0.0.1.
+	@# nodepulse-local-mtls: a stack started with these certificates (monitor --grpc.tls-*).
+	go run ./monitor/cmd/nodepulse kubeconfig --kubeconfig .tmp/certs/kubeconfig --context nodepulse-local-mtls --set-current=false \
+		--server https://127.0.0.1:6443 --grpc-server 127.0.0.1:9091 \
+		--ca .tmp/certs/ca.crt --cert .tmp/certs/operator-admin.crt --key .tmp/certs/operator-admin.key
+	go run ./monitor/cmd/nodepulse kubeconfig --kubeconfig .tmp/certs/kubeconfig --context nodepulse-local \
+		--server http://127.0.0.1:6443 --grpc-server 127.0.0.1:9091
+	@echo "try: kubectl --kubeconfig .tmp/certs/kubeconfig get nodes   (and: bin/nodepulse --kubeconfig .tmp/certs/kubeconfig get nodes)"
 
 .PHONY: clean
 clean: ## remove build outputs and local run data

@@ -1,31 +1,29 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright The nodepulse Authors
 
-// Package cli is the nodepulse command line: kubectl-like views of the
-// monitor's NodeService (get, describe, watch, explain) and the operator's
-// changes (cordon, uncordon, taint, delete, request-status), plus
-// development certificates (certs init). It talks to the monitor only
-// through the generated gRPC clients and shares nothing with the monitor's
-// internals, so it can be read (and built) alone.
+// Package cli is the nodepulse command line, built on cobra: kubectl-like
+// views of the monitor's gRPC services (get, describe, watch, explain) and
+// the operator's changes (cordon, uncordon, taint, drain, delete, ...),
+// plus development certificates (certs init) and kubeconfig contexts
+// (kubeconfig) that serve kubectl and this CLI alike. It talks to the
+// monitor only through the generated gRPC clients and shares nothing with
+// the monitor's internals, so it can be read (and built) alone.
 package cli
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	appsv1 "github.com/nodepulse/nodepulse/gen/nodepulse/apps/v1"
-	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
-	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
-	policyv1 "github.com/nodepulse/nodepulse/gen/nodepulse/policy/v1"
 	"github.com/nodepulse/nodepulse/services/admin"
 	"github.com/nodepulse/nodepulse/services/flagenv"
 	"github.com/nodepulse/nodepulse/services/grpcclient"
@@ -37,64 +35,111 @@ import (
 // EnvPrefix of the CLI's environment variables (NODEPULSE_SERVER ...).
 const EnvPrefix = "NODEPULSE"
 
-const usage = `nodepulse: look at and operate the nodes a nodepulse monitor serves.
-
-Usage: nodepulse [flags] <command> [args]
-
-Commands:
-  get nodes [-l selector] [--condition Ready=Unknown] [-o wide|json|yaml|name]
-  get node NAME [-o wide|json|yaml|name]
-  describe node NAME            conditions, taints, addresses, capacity, lease, explanation, events
-  watch nodes [-l selector] [--resource-version RV]
-  explain node NAME             why the node is in its state, and what happens next, when
-  cordon NAME | uncordon NAME
-  taint NAME key[=value]:Effect taint NAME key[:Effect]-   (add / remove a user taint)
-  delete node NAME
-  request-status NAME           ask the node's reporter to send its status now
-  events [node NAME]
-  get pods [-n NS] [--node NODE] [-l selector] [-o wide|json|yaml|name]
-  describe pod NS/NAME          tolerations, conditions, explanation, events
-  explain pod NS/NAME           which path ends the pod (eviction, pod GC, its reporter) and when
-  create pod -f pod.json        (protojson Pod; admission adds default tolerations)
-  create -f FILE [-n NS]        JSON or YAML manifests (--- between documents), by kind:
-                                Pod, ReplicaSet, Deployment (stored as its ReplicaSet),
-                                StatefulSet, DaemonSet, PodDisruptionBudget
-  get rs|sts|ds|pdb [NAME] [-n NS] [-l selector] [-o wide|json|yaml|name]
-                                (also replicasets, statefulsets, daemonsets, poddisruptionbudgets)
-  scale rs|sts NAME --replicas=N [-n NS]
-  delete rs|sts|ds|pdb NAME [-n NS]
-  delete pod NAME [-n NS] [--grace-period=N] [--force]
-                                graceful unless --force (grace 0: removed at once)
-  drain NODE [--ignore-daemonsets] [--delete-emptydir-data] [--force] [--grace-period S]
-        [--timeout D] [--pod-selector S] [--disable-eviction]
-                                cordon, then evict the node's pods through their disruption
-                                budgets and wait until they are gone (kubectl drain)
-  evict pod NAME [-n NS]        one eviction through the pod's disruption budget
-  certs init --dir D [--hosts h1,h2] [--nodes n1,n2] [--operators alice]
-  version                       print the version (also --version)
-
-Connection flags may be given before or after the command. TLS is used when
-any --tls-* flag is set; otherwise the connection is plaintext (development).`
-
-// globals are the connection flags every command takes.
+// globals are the connection settings every command that talks to the
+// monitor uses. Only these have environment variables (NODEPULSE_SERVER,
+// ...): they are the same for every command of a session, where an
+// environment variable for -o or -l would silently change the output of
+// every command run after it.
 type globals struct {
 	server  string
 	token   string
 	tls     tlsconfig.Config
 	timeout time.Duration
+	// kubeconfig and context select a kubeconfig context that carries the
+	// connection (see kubeconfig.go).
+	kubeconfig, context string
+	// flags are the root's persistent flags, to tell a given flag from its
+	// default.
+	flags *pflag.FlagSet
+	// fromEnv: flags set from the environment.
+	fromEnv map[string]bool
+	lookup  func(string) (string, bool)
+	// tmpDir holds credentials a kubeconfig embeds, written for this run.
+	tmpDir string
 }
 
-func (g *globals) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.server, "server", fmt.Sprintf("127.0.0.1:%d", admin.MonitorGRPCPort), "monitor gRPC address (host:port, or a comma-separated list)")
+// envFlags are the flags with an environment variable.
+var envFlags = []string{"server", "token", "tls-cert", "tls-key", "tls-ca", "tls-server-name", "timeout", "context"}
+
+// EnvName is the environment variable of connection flag name.
+func EnvName(name string) string { return flagenv.EnvName(EnvPrefix, name) }
+
+func (g *globals) register(fs *pflag.FlagSet) {
+	g.flags = fs
+	fs.StringVar(&g.server, "server", "", fmt.Sprintf("monitor gRPC address (host:port, or a comma-separated list); default: the kubeconfig context's, else 127.0.0.1:%d", admin.MonitorGRPCPort))
 	fs.StringVar(&g.token, "token", "", "bearer token for changes on a plaintext monitor (its --auth.operator-token)")
 	fs.StringVar(&g.tls.CertFile, "tls-cert", "", "client certificate (operator-<name>.crt from certs init)")
 	fs.StringVar(&g.tls.KeyFile, "tls-key", "", "key of --tls-cert")
 	fs.StringVar(&g.tls.CAFile, "tls-ca", "", "CA that verifies the monitor (ca.crt)")
 	fs.StringVar(&g.tls.ServerName, "tls-server-name", "", "name to verify in the monitor's certificate (default: host of --server)")
-	fs.DurationVar(&g.timeout, "timeout", 10*time.Second, "timeout of each request")
+	fs.DurationVar(&g.timeout, "timeout", 10*time.Second, "timeout of each request (drain: of the whole drain, unlimited unless given)")
+	fs.StringVar(&g.kubeconfig, "kubeconfig", "", "kubeconfig whose context gives the connection (default: $KUBECONFIG, else ~/.kube/config); see 'nodepulse kubeconfig --help'")
+	fs.StringVar(&g.context, "context", "", "kubeconfig context to use (default: its current-context, when that is a nodepulse context)")
+	for _, name := range envFlags {
+		f := fs.Lookup(name)
+		f.Usage += " [$" + EnvName(name) + "]"
+	}
+}
+
+// applyEnv sets the connection flags not given on the command line from
+// the environment. It sets the values without marking the flags changed,
+// so drain's "--timeout given" still means the command line.
+func (g *globals) applyEnv() error {
+	g.fromEnv = map[string]bool{}
+	var errs []error
+	for _, name := range envFlags {
+		f := g.flags.Lookup(name)
+		if f.Changed {
+			continue
+		}
+		if v, ok := g.lookup(EnvName(name)); ok {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("environment %s=%q: %w", EnvName(name), v, err))
+			}
+			g.fromEnv[name] = true
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// set reports whether flag name was given, on the command line or in the
+// environment.
+func (g *globals) set(name string) bool { return g.flags.Lookup(name).Changed || g.fromEnv[name] }
+
+// resolve completes the connection: flags and environment first, then the
+// kubeconfig context, then the defaults. TLS is used when a certificate, key
+// or CA is set; otherwise the connection is plaintext (development).
+func (g *globals) resolve() error {
+	kc, err := g.loadContext()
+	if err != nil {
+		return err
+	}
+	if kc != nil {
+		if !g.set("server") {
+			g.server = kc.grpc.Server
+		}
+		if !g.set("tls-server-name") {
+			g.tls.ServerName = kc.grpc.TLSServerName
+		}
+		// The credentials come as a set: a certificate from a flag with
+		// the context's key would be a pair that never matches.
+		if !g.set("tls-cert") && !g.set("tls-key") && !g.set("tls-ca") {
+			g.tls.CertFile, g.tls.KeyFile, g.tls.CAFile = kc.cert, kc.key, kc.ca
+		}
+		if !g.set("token") {
+			g.token = kc.token
+		}
+	}
+	if g.server == "" {
+		g.server = fmt.Sprintf("127.0.0.1:%d", admin.MonitorGRPCPort)
+	}
+	return nil
 }
 
 func (g *globals) dial() (*grpc.ClientConn, error) {
+	if err := g.resolve(); err != nil {
+		return nil, err
+	}
 	cfg := grpcclient.Config{Addresses: g.server, TLS: g.tls, KeepaliveTime: 30 * time.Second, KeepaliveTimeout: 10 * time.Second}
 	cfg.TLS.Insecure = g.tls.CertFile == "" && g.tls.KeyFile == "" && g.tls.CAFile == ""
 	return grpcclient.Dial(cfg, nil)
@@ -107,227 +152,93 @@ func (g *globals) ctx(parent context.Context) context.Context {
 	return parent
 }
 
+func (g *globals) cleanup() {
+	if g.tmpDir != "" {
+		_ = os.RemoveAll(g.tmpDir)
+	}
+}
+
 // command is one parsed invocation.
 type command struct {
 	g      globals
+	in     io.Reader
 	out    io.Writer
 	errOut io.Writer
 	args   []string
-	fs     *flag.FlagSet
 	// per-command flags
 	selector, condition, output, rv string
 	dir, hosts, nodes, operators    string
 	namespace, node, file           string
+	allNamespaces, watchFlag        bool
 	// delete pod: --grace-period (-1: the pod's own) and --force
 	gracePeriod int64
 	force       bool
 	drainFlags  drainFlags
 	// scale: --replicas (-1: not given)
-	replicas int64
+	replicas        int64
+	kubeconfigFlags kubeconfigFlags
 }
 
-// Main runs the CLI with args (without the program name).
+// Main runs the CLI with args (without the program name), reading
+// standard input for `create -f -`.
 func Main(ctx context.Context, args []string, out, errOut io.Writer) error {
+	return execute(ctx, args, os.Stdin, out, errOut)
+}
+
+func execute(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) error {
+	c := &command{in: in, out: out, errOut: errOut}
+	c.g.lookup = os.LookupEnv
+	root := c.newRoot()
+	root.SetArgs(args)
+	root.SetIn(in)
+	root.SetOut(out)
+	root.SetErr(errOut)
+	defer c.g.cleanup()
+	return root.ExecuteContext(ctx)
+}
+
+// NewCommand returns the nodepulse command tree (for documentation and
+// completion generators); Main runs it.
+func NewCommand(out, errOut io.Writer) *cobra.Command {
 	c := &command{out: out, errOut: errOut}
-	fs := flag.NewFlagSet("nodepulse", flag.ContinueOnError)
-	fs.SetOutput(errOut)
-	c.fs = fs
-	c.g.register(fs)
-	// One entry a flag; a second name is an alias ("same as -l").
-	for _, f := range []struct {
-		p     *string
-		names []string
-		usage string
-	}{
-		{&c.selector, []string{"l", "selector"}, "label selector: k=v, k!=v, k in (a,b), k notin (a,b), k, !k"},
-		{&c.condition, []string{"condition"}, "condition selector, e.g. Ready=Unknown or Ready!=True"},
-		{&c.output, []string{"o"}, "output: wide, json, yaml or name"},
-		{&c.rv, []string{"resource-version"}, "watch: resume after this resource version"},
-		{&c.namespace, []string{"n", "namespace"}, "pods: namespace (default: all namespaces for get, \"default\" for NAME without NS/)"},
-		{&c.node, []string{"node"}, "get pods: only pods bound to this node"},
-		{&c.file, []string{"f"}, "create: file with JSON or YAML manifests (- for stdin)"},
-		{&c.dir, []string{"dir"}, "certs init: output directory"},
-		{&c.hosts, []string{"hosts"}, "certs init: extra server host names and IPs, comma-separated"},
-		{&c.nodes, []string{"nodes"}, "certs init: node names to issue node certificates for"},
-		{&c.operators, []string{"operators"}, "certs init: operator names to issue operator certificates for"},
-	} {
-		fs.StringVar(f.p, f.names[0], "", f.usage)
-		for _, alias := range f.names[1:] {
-			fs.StringVar(f.p, alias, "", "same as -"+f.names[0])
-		}
-	}
-	fs.Int64Var(&c.gracePeriod, "grace-period", -1, "delete pod: seconds the pod is given to terminate (-1: its own terminationGracePeriodSeconds; 0 only with --force, otherwise it means 1)")
-	fs.BoolVar(&c.force, "force", false, "delete pod: remove the record at once (grace 0) without waiting for the node's reporter to confirm")
-	c.drainFlags.register(fs)
-	fs.Int64Var(&c.replicas, "replicas", -1, "scale: the number of replicas wanted")
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	// Flags may follow the command and its arguments (kubectl style).
-	var pos []string
-	rest := args
-	lookup := func(k string) (string, bool) { return os.LookupEnv(k) }
-	first := true
-	for {
-		var err error
-		if first {
-			err = flagenv.Parse(fs, EnvPrefix, usage, rest, lookup)
-			first = false
-		} else {
-			err = fs.Parse(rest)
-		}
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
-	}
-	c.args = pos
-	if *showVersion || (len(pos) == 1 && pos[0] == "version") {
-		_, err := fmt.Fprintln(c.out, version.String())
-		return err
-	}
-	if len(pos) == 0 {
-		fs.Usage()
-		return errors.New("no command given")
-	}
-	return c.run(ctx)
+	c.g.lookup = os.LookupEnv
+	return c.newRoot()
 }
 
-// argOr returns positional argument i, or "".
-func (c *command) argOr(i int) string {
-	if i < len(c.args) {
-		return c.args[i]
-	}
-	return ""
-}
+const rootLong = `nodepulse looks at and operates the nodes a nodepulse monitor serves, over
+its gRPC API, with kubectl's verbs and output.
 
-func (c *command) need(n int, form string) error {
-	if len(c.args) != n {
-		return fmt.Errorf("usage: nodepulse %s", form)
-	}
-	return nil
-}
+The connection comes from --server and the --tls-* flags (or their
+NODEPULSE_* environment variables), else from a kubeconfig context written by
+'nodepulse kubeconfig' (the same file kubectl uses), else 127.0.0.1:9091 in
+plaintext. TLS is used when a certificate, key or CA is set; otherwise the
+connection is plaintext (development).`
 
-func (c *command) run(ctx context.Context) error {
-	verb := c.args[0]
-	if verb == "certs" {
-		if err := c.need(2, "certs init --dir D [--hosts ...] [--nodes ...] [--operators ...]"); err != nil || c.args[1] != "init" {
-			return errors.New("usage: nodepulse certs init --dir D [--hosts h1,h2] [--nodes n1,n2] [--operators alice]")
-		}
-		return c.certs()
+func (c *command) newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "nodepulse",
+		Short:         "look at and operate the nodes a nodepulse monitor serves",
+		Long:          rootLong,
+		Version:       version.String(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return c.g.applyEnv()
+		},
 	}
-	conn, err := c.g.dial()
-	if err != nil {
-		return err
+	root.SetVersionTemplate("{{.Version}}\n")
+	c.g.register(root.PersistentFlags())
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return fmt.Errorf("%w (see '%s --help')", err, cmd.CommandPath())
+	})
+	root.AddGroup(&cobra.Group{ID: "basic", Title: "Looking at nodes and workloads:"},
+		&cobra.Group{ID: "ops", Title: "Operating nodes and workloads:"},
+		&cobra.Group{ID: "setup", Title: "Setting up:"})
+	for _, cmd := range c.commands() {
+		root.AddCommand(cmd)
 	}
-	defer conn.Close()
-	cl := nodev1.NewNodeServiceClient(conn)
-	pods := podv1.NewPodServiceClient(conn)
-	rctx, cancel := context.WithTimeout(c.g.ctx(ctx), c.g.timeout)
-	defer cancel()
-	noun := func() string {
-		if len(c.args) > 1 {
-			return strings.TrimSuffix(c.args[1], "s")
-		}
-		return ""
-	}
-	if verb == "drain" {
-		if err := c.need(2, "drain NODE [--ignore-daemonsets] [--delete-emptydir-data] [--force] [--grace-period S] [--timeout D]"); err != nil {
-			return err
-		}
-		return c.drain(ctx, cl, c.args[1])
-	}
-	if verb == "evict" && len(c.args) == 3 && (c.args[1] == "pod" || c.args[1] == "po") {
-		ns, name, err := c.podRef(c.args[2])
-		if err != nil {
-			return err
-		}
-		return c.evictPod(rctx, pods, ns, name)
-	}
-	if len(c.args) >= 2 && (c.args[1] == "pod" || c.args[1] == "pods" || c.args[1] == "po") {
-		return c.podCommand(rctx, pods, cl)
-	}
-	workloads := appsv1.NewWorkloadServiceClient(conn)
-	budgets := policyv1.NewDisruptionBudgetServiceClient(conn)
-	if n, ok := ownerNouns[c.argOr(1)]; ok && (verb == "get" || verb == "scale" || verb == "delete") {
-		return c.ownerCommand(rctx, workloads, budgets, n)
-	}
-	if verb == "create" {
-		if len(c.args) != 1 || c.file == "" {
-			return errors.New("usage: nodepulse create -f FILE [-n NS]")
-		}
-		return c.createFromFile(rctx, pods, workloads, budgets)
-	}
-	switch verb {
-	case "get":
-		switch {
-		case len(c.args) == 2 && (c.args[1] == "nodes" || c.args[1] == "node" || c.args[1] == "no"):
-			return c.getNodes(rctx, cl)
-		case len(c.args) == 3 && noun() == "node":
-			return c.getNode(rctx, cl, c.args[2])
-		}
-		return errors.New("usage: nodepulse get nodes | get node NAME")
-	case "describe":
-		if len(c.args) != 3 || noun() != "node" {
-			return errors.New("usage: nodepulse describe node NAME")
-		}
-		return c.describe(rctx, cl, c.args[2])
-	case "explain":
-		if len(c.args) != 3 || noun() != "node" {
-			return errors.New("usage: nodepulse explain node NAME")
-		}
-		return c.explain(rctx, cl, c.args[2])
-	case "watch":
-		if len(c.args) != 2 || noun() != "node" {
-			return errors.New("usage: nodepulse watch nodes [-l selector]")
-		}
-		return c.watch(c.g.ctx(ctx), cl)
-	case "cordon", "uncordon":
-		if err := c.need(2, verb+" NAME"); err != nil {
-			return err
-		}
-		return c.cordon(rctx, cl, c.args[1], verb == "cordon")
-	case "taint":
-		if err := c.need(3, "taint NAME key[=value]:Effect | taint NAME key[:Effect]-"); err != nil {
-			return err
-		}
-		return c.taint(rctx, cl, c.args[1], c.args[2])
-	case "delete":
-		if len(c.args) != 3 || noun() != "node" {
-			return errors.New("usage: nodepulse delete node NAME")
-		}
-		if _, err := cl.DeleteNode(rctx, &nodev1.DeleteNodeRequest{Name: c.args[2]}); err != nil {
-			return err
-		}
-		fmt.Fprintf(c.out, "node/%s deleted\n", c.args[2])
-		return nil
-	case "request-status":
-		if err := c.need(2, "request-status NAME"); err != nil {
-			return err
-		}
-		r, err := cl.RequestStatusUpdate(rctx, &nodev1.RequestStatusUpdateRequest{Name: c.args[1]})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(c.out, "node/%s: status update requested via collector %s (delivered: %v)\n", c.args[1], r.GetCollector(), r.GetDelivered())
-		return nil
-	case "events":
-		name := ""
-		if len(c.args) == 3 && noun() == "node" {
-			name = c.args[2]
-		} else if len(c.args) != 1 {
-			return errors.New("usage: nodepulse events [node NAME]")
-		}
-		return c.events(rctx, cl, name)
-	}
-	return fmt.Errorf("unknown command %q (see nodepulse --help)", verb)
+	return root
 }
-
 func (c *command) certs() error {
 	if c.dir == "" {
 		return errors.New("certs init: --dir is required")

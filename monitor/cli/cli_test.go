@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,17 +20,30 @@ import (
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 	"github.com/nodepulse/nodepulse/services/nodestore/memstore"
+	"github.com/nodepulse/nodepulse/services/tlsconfig"
 	"github.com/nodepulse/nodepulse/services/version"
 )
 
 // startMonitor runs a real monitor (gRPC on 127.0.0.1:0) over memstore.
 func startMonitor(t *testing.T) (string, *memstore.Store) {
+	return startMonitorTLS(t, tlsconfig.Config{Insecure: true})
+}
+
+// startMonitorTLS runs it with the gRPC server's TLS settings tc; the
+// CLI's TLS flags, when tc is not plaintext, are those of the development
+// CA's operator "admin" in tc's directory.
+func startMonitorTLS(t *testing.T, tc tlsconfig.Config) (string, *memstore.Store) {
 	t.Helper()
 	ms := memstore.New(memstore.Config{})
 	cfg := app.DefaultConfig()
 	cfg.Store = ms
 	cfg.GRPC.ListenAddress = "127.0.0.1:0"
-	cfg.GRPC.TLS.Insecure = true
+	cfg.GRPC.TLS = tc
+	var flags []string
+	if !tc.Insecure {
+		dir := filepath.Dir(tc.CAFile)
+		flags = []string{"--tls-ca", tc.CAFile, "--tls-cert", filepath.Join(dir, "operator-admin.crt"), "--tls-key", filepath.Join(dir, "operator-admin.key")}
+	}
 	cfg.Admin.ListenAddress = ""
 	cfg.MonitorPeriod = 200 * time.Millisecond
 	a, err := app.New(cfg, zap.NewNop(), nil)
@@ -57,7 +71,7 @@ func startMonitor(t *testing.T) (string, *memstore.Store) {
 	addr := a.GRPCAddr()
 	// Poll until the monitor serves the node.
 	for deadline := time.Now().Add(20 * time.Second); ; {
-		out, err := run(t, addr, "get", "node", "web-1", "-o", "name")
+		out, err := run(t, addr, append([]string{"get", "node", "web-1", "-o", "name"}, flags...)...)
 		if err == nil && strings.TrimSpace(out) == "node/web-1" {
 			break
 		}

@@ -21,9 +21,12 @@ import (
 
 // nodeKind is how get prints nodes.
 var nodeKind = kind[*nodev1.Node]{
-	name:  func(n *nodev1.Node) string { return "node/" + n.GetMetadata().GetName() },
-	list:  "NodeList",
-	table: printTable,
+	name:     func(n *nodev1.Node) string { return "node/" + n.GetMetadata().GetName() },
+	list:     "NodeList",
+	none:     "No nodes found.",
+	head:     "NAME\tSTATUS\tAGE\tVERSION",
+	wideHead: "\tINTERNAL-IP\tOS-IMAGE\tKERNEL-VERSION\tZONE",
+	row:      nodeRow,
 }
 
 func (c *command) getNodes(ctx context.Context, cl nodev1.NodeServiceClient) error {
@@ -60,35 +63,39 @@ func NodeStatus(n *nodev1.Node) string {
 	return s
 }
 
-func printTable(w io.Writer, nodes []*nodev1.Node, wide bool, now time.Time) error {
-	rows := make([]string, 0, len(nodes))
-	for _, n := range nodes {
-		row := fmt.Sprintf("%s\t%s\t%s\t%s", n.GetMetadata().GetName(), NodeStatus(n), age(n.GetMetadata().GetCreationTimestamp(), now), orNone(n.GetStatus().GetNodeInfo().GetReporterVersion()))
-		if wide {
-			ip := "<none>"
-			for _, a := range n.GetStatus().GetAddresses() {
-				if a.GetType() == nodemodel.AddressInternalIP {
-					ip = a.GetAddress()
-					break
-				}
+func nodeRow(n *nodev1.Node, wide bool, now time.Time) string {
+	row := fmt.Sprintf("%s\t%s\t%s\t%s", n.GetMetadata().GetName(), NodeStatus(n), age(n.GetMetadata().GetCreationTimestamp(), now), orNone(n.GetStatus().GetNodeInfo().GetReporterVersion()))
+	if wide {
+		ip := "<none>"
+		for _, a := range n.GetStatus().GetAddresses() {
+			if a.GetType() == nodemodel.AddressInternalIP {
+				ip = a.GetAddress()
+				break
 			}
-			info := n.GetStatus().GetNodeInfo()
-			row += fmt.Sprintf("\t%s\t%s\t%s\t%s", ip, orNone(info.GetOsImage()), orNone(info.GetKernelVersion()),
-				orNone(nodemodel.ZoneName(nodemodel.ZoneKey(n.GetMetadata().GetLabels()))))
 		}
-		rows = append(rows, row)
+		info := n.GetStatus().GetNodeInfo()
+		row += fmt.Sprintf("\t%s\t%s\t%s\t%s", ip, orNone(info.GetOsImage()), orNone(info.GetKernelVersion()),
+			orNone(nodemodel.ZoneName(nodemodel.ZoneKey(n.GetMetadata().GetLabels()))))
 	}
-	return writeTable(w, "No nodes found.", "NAME\tSTATUS\tAGE\tVERSION", "\tINTERNAL-IP\tOS-IMAGE\tKERNEL-VERSION\tZONE", wide, rows)
+	return row
 }
 
+// watch is `watch nodes`: every event, as a table row with its EVENT and
+// RESOURCE-VERSION, or (-o json) as one JSON object a line and nothing
+// else, so the output can be piped to jq.
 func (c *command) watch(ctx context.Context, cl nodev1.NodeServiceClient) error {
+	if c.output != "" && c.output != "json" && c.output != "name" {
+		return fmt.Errorf("watch: -o %q: want json or name (or no -o for the table)", c.output)
+	}
 	s, err := cl.WatchNodes(ctx, &nodev1.WatchNodesRequest{LabelSelector: c.selector, ResourceVersion: c.rv})
 	if err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(c.out, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, "EVENT\tNAME\tSTATUS\tAGE\tVERSION\tRESOURCE-VERSION")
-	tw.Flush()
+	if c.output == "" {
+		fmt.Fprintln(tw, "EVENT\tNAME\tSTATUS\tAGE\tVERSION\tRESOURCE-VERSION")
+		tw.Flush()
+	}
 	for {
 		ev, err := s.Recv()
 		if err != nil {
@@ -98,12 +105,18 @@ func (c *command) watch(ctx context.Context, cl nodev1.NodeServiceClient) error 
 			return err
 		}
 		n := ev.GetNode()
-		if c.output == "json" {
+		switch c.output {
+		case "json":
 			b, err := protojson.Marshal(ev)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintln(c.out, string(b))
+			continue
+		case "name":
+			if ev.GetType() != "BOOKMARK" {
+				fmt.Fprintf(c.out, "%s node/%s\n", ev.GetType(), n.GetMetadata().GetName())
+			}
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ev.GetType(), n.GetMetadata().GetName(), NodeStatus(n), age(n.GetMetadata().GetCreationTimestamp(), time.Now()),

@@ -6,11 +6,11 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -19,17 +19,17 @@ import (
 )
 
 // drainFlags are the flags of `nodepulse drain` besides --force,
-// --grace-period and --timeout, which it shares with other commands.
+// --grace-period and --timeout, which other commands have too.
 type drainFlags struct {
 	ignoreDaemonSets, deleteEmptyDirData, disableEviction bool
 	podSelector                                           string
 }
 
-func (d *drainFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&d.ignoreDaemonSets, "ignore-daemonsets", false, "drain: skip DaemonSet-managed pods instead of refusing the drain")
-	fs.BoolVar(&d.deleteEmptyDirData, "delete-emptydir-data", false, "drain: evict pods with emptyDir volumes (their data is lost) instead of refusing the drain")
-	fs.BoolVar(&d.disableEviction, "disable-eviction", false, "drain: delete pods directly, bypassing their disruption budgets")
-	fs.StringVar(&d.podSelector, "pod-selector", "", "drain: only the pods this label selector matches")
+func (d *drainFlags) register(fs *pflag.FlagSet) {
+	fs.BoolVar(&d.ignoreDaemonSets, "ignore-daemonsets", false, "skip DaemonSet-managed pods instead of refusing the drain")
+	fs.BoolVar(&d.deleteEmptyDirData, "delete-emptydir-data", false, "evict pods with emptyDir volumes (their data is lost) instead of refusing the drain")
+	fs.BoolVar(&d.disableEviction, "disable-eviction", false, "delete pods directly, bypassing their disruption budgets")
+	fs.StringVar(&d.podSelector, "pod-selector", "", "only the pods this label selector matches")
 }
 
 // drain runs `nodepulse drain NODE` as kubectl drain prints it: progress on
@@ -46,11 +46,9 @@ func (c *command) drain(ctx context.Context, cl nodev1.NodeServiceClient, node s
 		g := c.gracePeriod
 		req.GracePeriodSeconds = &g
 	}
-	c.fs.Visit(func(f *flag.Flag) {
-		if f.Name == "timeout" {
-			req.Timeout = durationpb.New(c.g.timeout)
-		}
-	})
+	if c.g.flags.Lookup("timeout").Changed {
+		req.Timeout = durationpb.New(c.g.timeout)
+	}
 	stream, err := cl.DrainNode(c.g.ctx(ctx), req)
 	if err != nil {
 		return err

@@ -27,8 +27,22 @@ type kind[T proto.Message] struct {
 	name func(T) string
 	// list is the kind of the json/yaml list document ("NodeList").
 	list string
-	// table writes the default and the wide table.
-	table func(w io.Writer, items []T, wide bool, now time.Time) error
+	// none is the table's line for an empty list ("No nodes found.").
+	none string
+	// head is the table's header, wideHead what -o wide adds to it
+	// (tab-separated).
+	head, wideHead string
+	// row is an object's table row (tab-separated).
+	row func(it T, wide bool, now time.Time) string
+}
+
+// table writes the default or the wide table of items.
+func (k kind[T]) table(w io.Writer, items []T, wide bool, now time.Time) error {
+	rows := make([]string, 0, len(items))
+	for _, it := range items {
+		rows = append(rows, k.row(it, wide, now))
+	}
+	return writeTable(w, k.none, k.head, k.wideHead, wide, rows)
 }
 
 // listAll follows a list call's page tokens to the end.
@@ -51,6 +65,11 @@ func listAll[T any](page func(token string) ([]T, string, error)) ([]T, error) {
 // "kind/name" a line (name), or a document (json, yaml) — the object itself
 // for a single get, a {kind, items} list otherwise, as kubectl does.
 func printObjects[T proto.Message](c *command, k kind[T], items []T, list bool) error {
+	format, arg, _ := strings.Cut(c.output, "=")
+	switch format {
+	case "jsonpath", "custom-columns":
+		return printTemplate(c.out, k, items, list, format, arg)
+	}
 	switch c.output {
 	case "", "wide":
 		return k.table(c.out, items, c.output == "wide", time.Now())
@@ -89,7 +108,7 @@ func printObjects[T proto.Message](c *command, k kind[T], items []T, list bool) 
 		_, err = fmt.Fprintln(c.out, string(doc))
 		return err
 	}
-	return fmt.Errorf("-o %q: want wide, json, yaml or name", c.output)
+	return fmt.Errorf("-o %q: want wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=SPEC", c.output)
 }
 
 // writeTable writes a get table: none when there are no rows, otherwise

@@ -191,35 +191,29 @@ func selectorString(sel *nodev1.LabelSelector) string {
 var rsKind = kind[*appsv1.ReplicaSet]{
 	name: func(r *appsv1.ReplicaSet) string { return qualified("replicaset.apps", r.GetMetadata()) },
 	list: "ReplicaSetList",
-	table: func(w io.Writer, items []*appsv1.ReplicaSet, wide bool, now time.Time) error {
-		var rows []string
-		for _, r := range items {
-			md, st := r.GetMetadata(), r.GetStatus()
-			row := fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%s", md.GetNamespace(), md.GetName(), r.GetSpec().GetReplicas(), st.GetReplicas(), st.GetReadyReplicas(),
-				age(md.GetCreationTimestamp(), now))
-			if wide {
-				row += "\t" + selectorString(r.GetSpec().GetSelector())
-			}
-			rows = append(rows, row)
+	none: "No resources found.", head: "NAMESPACE\tNAME\tDESIRED\tCURRENT\tREADY\tAGE", wideHead: "\tSELECTOR",
+	row: func(r *appsv1.ReplicaSet, wide bool, now time.Time) string {
+		md, st := r.GetMetadata(), r.GetStatus()
+		row := fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%s", md.GetNamespace(), md.GetName(), r.GetSpec().GetReplicas(), st.GetReplicas(), st.GetReadyReplicas(),
+			age(md.GetCreationTimestamp(), now))
+		if wide {
+			row += "\t" + selectorString(r.GetSpec().GetSelector())
 		}
-		return writeTable(w, "No resources found.", "NAMESPACE\tNAME\tDESIRED\tCURRENT\tREADY\tAGE", "\tSELECTOR", wide, rows)
+		return row
 	},
 }
 
 var stsKind = kind[*appsv1.StatefulSet]{
 	name: func(s *appsv1.StatefulSet) string { return qualified("statefulset.apps", s.GetMetadata()) },
 	list: "StatefulSetList",
-	table: func(w io.Writer, items []*appsv1.StatefulSet, wide bool, now time.Time) error {
-		var rows []string
-		for _, s := range items {
-			md := s.GetMetadata()
-			row := fmt.Sprintf("%s\t%s\t%d/%d\t%s", md.GetNamespace(), md.GetName(), s.GetStatus().GetReadyReplicas(), s.GetSpec().GetReplicas(), age(md.GetCreationTimestamp(), now))
-			if wide {
-				row += "\t" + selectorString(s.GetSpec().GetSelector())
-			}
-			rows = append(rows, row)
+	none: "No resources found.", head: "NAMESPACE\tNAME\tREADY\tAGE", wideHead: "\tSELECTOR",
+	row: func(s *appsv1.StatefulSet, wide bool, now time.Time) string {
+		md := s.GetMetadata()
+		row := fmt.Sprintf("%s\t%s\t%d/%d\t%s", md.GetNamespace(), md.GetName(), s.GetStatus().GetReadyReplicas(), s.GetSpec().GetReplicas(), age(md.GetCreationTimestamp(), now))
+		if wide {
+			row += "\t" + selectorString(s.GetSpec().GetSelector())
 		}
-		return writeTable(w, "No resources found.", "NAMESPACE\tNAME\tREADY\tAGE", "\tSELECTOR", wide, rows)
+		return row
 	},
 }
 
@@ -229,18 +223,15 @@ var stsKind = kind[*appsv1.StatefulSet]{
 var dsKind = kind[*appsv1.DaemonSet]{
 	name: func(d *appsv1.DaemonSet) string { return qualified("daemonset.apps", d.GetMetadata()) },
 	list: "DaemonSetList",
-	table: func(w io.Writer, items []*appsv1.DaemonSet, wide bool, now time.Time) error {
-		var rows []string
-		for _, d := range items {
-			md, st := d.GetMetadata(), d.GetStatus()
-			row := fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s", md.GetNamespace(), md.GetName(), st.GetDesiredNumberScheduled(), st.GetCurrentNumberScheduled(),
-				st.GetNumberReady(), st.GetUpdatedNumberScheduled(), st.GetNumberAvailable(), "<none>", age(md.GetCreationTimestamp(), now))
-			if wide {
-				row += "\t" + selectorString(d.GetSpec().GetSelector())
-			}
-			rows = append(rows, row)
+	none: "No resources found.", head: "NAMESPACE\tNAME\tDESIRED\tCURRENT\tREADY\tUP-TO-DATE\tAVAILABLE\tNODE SELECTOR\tAGE", wideHead: "\tSELECTOR",
+	row: func(d *appsv1.DaemonSet, wide bool, now time.Time) string {
+		md, st := d.GetMetadata(), d.GetStatus()
+		row := fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s", md.GetNamespace(), md.GetName(), st.GetDesiredNumberScheduled(), st.GetCurrentNumberScheduled(),
+			st.GetNumberReady(), st.GetUpdatedNumberScheduled(), st.GetNumberAvailable(), "<none>", age(md.GetCreationTimestamp(), now))
+		if wide {
+			row += "\t" + selectorString(d.GetSpec().GetSelector())
 		}
-		return writeTable(w, "No resources found.", "NAMESPACE\tNAME\tDESIRED\tCURRENT\tREADY\tUP-TO-DATE\tAVAILABLE\tNODE SELECTOR\tAGE", "\tSELECTOR", wide, rows)
+		return row
 	},
 }
 
@@ -259,18 +250,15 @@ var pdbKind = kind[*policyv1.PodDisruptionBudget]{
 		return qualified("poddisruptionbudget.policy", p.GetMetadata())
 	},
 	list: "PodDisruptionBudgetList",
-	table: func(w io.Writer, items []*policyv1.PodDisruptionBudget, wide bool, now time.Time) error {
-		var rows []string
-		for _, p := range items {
-			md := p.GetMetadata()
-			row := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s", md.GetNamespace(), md.GetName(), intOrString(p.GetSpec().GetMinAvailable()),
-				intOrString(p.GetSpec().GetMaxUnavailable()), p.GetStatus().GetDisruptionsAllowed(), age(md.GetCreationTimestamp(), now))
-			if wide {
-				row += "\t" + selectorString(p.GetSpec().GetSelector())
-			}
-			rows = append(rows, row)
+	none: "No resources found.", head: "NAMESPACE\tNAME\tMIN AVAILABLE\tMAX UNAVAILABLE\tALLOWED DISRUPTIONS\tAGE", wideHead: "\tSELECTOR",
+	row: func(p *policyv1.PodDisruptionBudget, wide bool, now time.Time) string {
+		md := p.GetMetadata()
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s", md.GetNamespace(), md.GetName(), intOrString(p.GetSpec().GetMinAvailable()),
+			intOrString(p.GetSpec().GetMaxUnavailable()), p.GetStatus().GetDisruptionsAllowed(), age(md.GetCreationTimestamp(), now))
+		if wide {
+			row += "\t" + selectorString(p.GetSpec().GetSelector())
 		}
-		return writeTable(w, "No resources found.", "NAMESPACE\tNAME\tMIN AVAILABLE\tMAX UNAVAILABLE\tALLOWED DISRUPTIONS\tAGE", "\tSELECTOR", wide, rows)
+		return row
 	},
 }
 
@@ -285,7 +273,7 @@ func (c *command) createFromFile(ctx context.Context, pods podv1.PodServiceClien
 	var b []byte
 	var err error
 	if c.file == "-" {
-		b, err = io.ReadAll(os.Stdin)
+		b, err = io.ReadAll(c.in)
 	} else {
 		b, err = os.ReadFile(c.file)
 	}

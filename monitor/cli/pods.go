@@ -84,7 +84,7 @@ func (c *command) podCommand(ctx context.Context, cl podv1.PodServiceClient, nod
 		var b []byte
 		var err error
 		if c.file == "-" {
-			b, err = io.ReadAll(os.Stdin)
+			b, err = io.ReadAll(c.in)
 		} else {
 			b, err = os.ReadFile(c.file)
 		}
@@ -171,8 +171,11 @@ var podKind = kind[*podv1.Pod]{
 	name: func(p *podv1.Pod) string {
 		return "pod/" + p.GetMetadata().GetNamespace() + "/" + p.GetMetadata().GetName()
 	},
-	list:  "PodList",
-	table: printPodTable,
+	list:     "PodList",
+	none:     "No pods found.",
+	head:     "NAMESPACE\tNAME\tREADY\tSTATUS\tNODE\tAGE",
+	wideHead: "\tOWNER\tTOLERATIONS",
+	row:      podRow,
 }
 
 // podReady renders the READY column: the Ready condition's status.
@@ -221,17 +224,13 @@ func PodStatus(p *podv1.Pod) string {
 	return orNone(s)
 }
 
-func printPodTable(w io.Writer, pods []*podv1.Pod, wide bool, now time.Time) error {
-	rows := make([]string, 0, len(pods))
-	for _, p := range pods {
-		md := p.GetMetadata()
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", md.GetNamespace(), md.GetName(), podReady(p), PodStatus(p), orNone(p.GetSpec().GetNodeName()), age(md.GetCreationTimestamp(), now))
-		if wide {
-			row += fmt.Sprintf("\t%s\t%d", ownerOf(p), len(p.GetSpec().GetTolerations()))
-		}
-		rows = append(rows, row)
+func podRow(p *podv1.Pod, wide bool, now time.Time) string {
+	md := p.GetMetadata()
+	row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", md.GetNamespace(), md.GetName(), podReady(p), PodStatus(p), orNone(p.GetSpec().GetNodeName()), age(md.GetCreationTimestamp(), now))
+	if wide {
+		row += fmt.Sprintf("\t%s\t%d", ownerOf(p), len(p.GetSpec().GetTolerations()))
 	}
-	return writeTable(w, "No pods found.", "NAMESPACE\tNAME\tREADY\tSTATUS\tNODE\tAGE", "\tOWNER\tTOLERATIONS", wide, rows)
+	return row
 }
 
 // DescribePod writes the kubectl-describe-like view of a pod.

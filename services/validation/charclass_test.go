@@ -14,7 +14,7 @@ import (
 // The hand-written name checks are kept for their cost (the collector runs
 // them on every registration and report; k8s.io/apimachinery's regexp-based
 // checks measured about 10x the time and 5 allocations for a node name and five
-// labels, see docs/adr/0022-field-libraries.md), so the library is their
+// labels, see docs/adr/0024-field-libraries.md), so the library is their
 // reference: every string over an alphabet that exercises each class must
 // get the same answer from both.
 func TestNameChecksAgreeWithApimachinery(t *testing.T) {
@@ -82,7 +82,7 @@ var benchNodeLabels = map[string]string{"kubernetes.io/hostname": "node-12345", 
 	"node.kubernetes.io/instance-type": "m5.large", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
 
 // BenchmarkNameChecks: a node name and five labels, by hand and through
-// apimachinery (docs/adr/0022-field-libraries.md).
+// apimachinery (docs/adr/0024-field-libraries.md).
 // Run: go test -run '^$' -bench NameChecks -benchmem ./validation
 func BenchmarkNameChecks(b *testing.B) {
 	const name = "node-12345.eu-west-1.compute.internal"

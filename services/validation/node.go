@@ -68,7 +68,7 @@ func DefaultLimits() Limits {
 // Each bound is built from an int64, not parsed: resource.Quantity compares
 // two int64 amounts without allocating, while a parsed "1Ei" is held as an
 // arbitrary-precision decimal and every comparison with it allocates (5
-// allocations per quantity checked; see docs/adr/0022-field-libraries.md).
+// allocations per quantity checked; see docs/adr/0024-field-libraries.md).
 var (
 	maxCPU    = *resource.NewQuantity(1_000_000, resource.DecimalSI) // one million cores
 	maxBytes  = *resource.NewQuantity(1<<60, resource.BinarySI)      // 1Ei: memory, storage, hugepages

@@ -167,7 +167,7 @@ const (
 // values, and a regexp match was ~4 % of the collector's CPU while 90,000
 // reporters registered again after a restart. k8s.io/apimachinery's
 // validation helpers are such regexps (about 10x the time and 5 allocations for a
-// node name and five labels; docs/adr/0022-field-libraries.md), so they
+// node name and five labels; docs/adr/0024-field-libraries.md), so they
 // are the reference instead: charclass_test.go checks both agree.
 
 func isLowerAlnum(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }

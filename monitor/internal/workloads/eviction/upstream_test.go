@@ -16,7 +16,7 @@ import (
 // The matcher is kept, not replaced by corev1.Toleration.ToleratesTaint:
 // calling the library needs our model converted per check, which measured
 // 2.5x the time of the matcher (both allocation-free) on the owners' and
-// evictor's per-node loops; see docs/adr/0022-field-libraries.md. The
+// evictor's per-node loops; see docs/adr/0024-field-libraries.md. The
 // library stays the reference: both must agree on every input.
 
 func upstreamTolerates(tol *nodev1.Toleration, taint *nodev1.Taint, gate bool) bool {
@@ -56,7 +56,7 @@ var benchTolerations = []*nodev1.Toleration{
 var benchTaint = &nodev1.Taint{Key: "node.kubernetes.io/unreachable", Effect: "NoExecute"}
 
 // BenchmarkToleratesTaint: the matcher against the library with the
-// conversion a call needs (docs/adr/0022-field-libraries.md).
+// conversion a call needs (docs/adr/0024-field-libraries.md).
 // Run: go test -run '^$' -bench ToleratesTaint -benchmem ./internal/workloads/eviction
 func BenchmarkToleratesTaint(b *testing.B) {
 	b.Run("matcher", func(b *testing.B) {
