@@ -90,6 +90,9 @@ type Summary struct {
 	HealthWrites   int
 	Unknowns       int // transitions to Unknown in etcd
 	MonitorEvents  int // Ready transitions served by the monitors' watches
+	EtcdWrites     int
+	EtcdRevision   int64
+	WatchRestarts  int
 	Checked        map[string]int
 	Violations     []string
 	violationCount map[string]int
@@ -227,6 +230,7 @@ func checkHealth(h *history, s *Summary) {
 	h.rec.mu.Lock()
 	health := append([]healthWrite(nil), h.rec.health...)
 	s.MonitorEvents = len(h.rec.transits)
+	s.EtcdWrites, s.EtcdRevision, s.WatchRestarts = h.rec.writes, h.rec.lastRev, h.rec.watchErrs
 	h.rec.mu.Unlock()
 	s.HealthWrites = len(health)
 	g, b := h.cfg.Grace, h.cfg.Bound
@@ -476,6 +480,7 @@ func (s *Summary) Print(w *os.File) {
 	fmt.Fprintf(w, " (total %d, %d failed to apply)\n", total, s.FaultErrors)
 	fmt.Fprintf(w, "recorded: %d durable-acked statuses, %d status writes, %d health writes, %d transitions to Unknown, %d Ready transitions served by the monitors\n",
 		s.AckedStatuses, s.StatusWrites, s.HealthWrites, s.Unknowns, s.MonitorEvents)
+	fmt.Fprintf(w, "etcd watch: %d writes to revision %d, %d watch restarts\n", s.EtcdWrites, s.EtcdRevision, s.WatchRestarts)
 	fmt.Fprintf(w, "invariants checked:\n")
 	for _, inv := range invariants {
 		fmt.Fprintf(w, "  %-32s %8d checks, %d violations\n", inv, s.Checked[inv], s.violationCount[inv])

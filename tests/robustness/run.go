@@ -76,7 +76,9 @@ func Run(ctx context.Context, cfg Config, out *os.File) (*Summary, error) {
 	if err := cl.waitHealthy(ctx, 3*time.Minute); err != nil {
 		return nil, err
 	}
-	logf("every node registered and Ready; faults for %s", cfg.Duration)
+	rec.mu.Lock()
+	logf("every node registered and Ready (recorder: %d nodes, revision %d); faults for %s", len(rec.nodes), rec.lastRev, cfg.Duration)
+	rec.mu.Unlock()
 
 	h := &history{cfg: cfg, sends: map[string][]send{}, rec: rec, expected: cfg.Nodes,
 		renew: time.Duration(cfg.LeaseSeconds) * time.Second / 4,
