@@ -83,3 +83,11 @@ func (c *Config) validate() error {
 func (c *Config) Reproduce() string {
 	return fmt.Sprintf("make robustness SEED=%d DURATION=%s NODES=%d", c.Seed, c.Duration, c.Nodes)
 }
+
+func parseSeed(s string) (uint64, error) {
+	var v uint64
+	if _, err := fmt.Sscan(s, &v); err != nil {
+		return 0, fmt.Errorf("seed %q: %w", s, err)
+	}
+	return v, nil
+}
