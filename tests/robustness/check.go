@@ -90,6 +90,8 @@ type Summary struct {
 	HealthWrites   int
 	Unknowns       int // transitions to Unknown in etcd
 	MonitorEvents  int // Ready transitions served by the monitors' watches
+	PodsCreated    int
+	Evictions      int
 	EtcdWrites     int
 	EtcdRevision   int64
 	WatchRestarts  int
@@ -110,19 +112,23 @@ func (s *Summary) violate(inv, format string, args ...any) {
 
 // Invariants, by name.
 const (
-	InvAckedDurable     = "acked-status-durable"
-	InvStatusOrder      = "status-history-in-send-order"
-	InvNoFalseUnknown   = "no-unknown-while-renewing"
-	InvSilentMarked     = "silent-node-unknown-in-time"
-	InvNotEarly         = "not-unknown-early"
-	InvFencedLeader     = "no-write-by-deposed-leader"
-	InvRecovered        = "every-node-healthy-after-faults"
-	InvMonitorsAgree    = "monitors-serve-what-etcd-holds"
-	invRecorderComplete = "recorder-complete"
+	InvAckedDurable        = "acked-status-durable"
+	InvStatusOrder         = "status-history-in-send-order"
+	InvNoFalseUnknown      = "no-unknown-while-renewing"
+	InvSilentMarked        = "silent-node-unknown-in-time"
+	InvNotEarly            = "not-unknown-early"
+	InvFencedLeader        = "no-write-by-deposed-leader"
+	InvRecovered           = "every-node-healthy-after-faults"
+	InvMonitorsAgree       = "monitors-serve-what-etcd-holds"
+	InvPodEvictedOnce      = "pod-evicted-at-most-once"
+	InvPodEvictedUnhealthy = "pod-evicted-only-from-unknown-node"
+	InvPodNotEvictedEarly  = "pod-not-evicted-before-toleration"
+	invRecorderComplete    = "recorder-complete"
 )
 
 var invariants = []string{InvAckedDurable, InvStatusOrder, InvNoFalseUnknown, InvSilentMarked, InvNotEarly,
-	InvFencedLeader, InvRecovered, InvMonitorsAgree, invRecorderComplete}
+	InvFencedLeader, InvPodEvictedOnce, InvPodEvictedUnhealthy, InvPodNotEvictedEarly, InvRecovered, InvMonitorsAgree,
+	invRecorderComplete}
 
 // history is everything the checker reads.
 type history struct {
@@ -132,11 +138,12 @@ type history struct {
 	faults []*fault
 	// from: faults start (the fleet was all healthy); to: the last fault
 	// was undone.
-	from, to time.Time
-	groupOf  func(node string) int
-	renew    time.Duration
-	served   []map[string]string // each monitor's final list
-	expected int                 // nodes in the fleet
+	from, to    time.Time
+	groupOf     func(node string) int
+	renew       time.Duration
+	served      []map[string]string // each monitor's final list
+	expected    int                 // nodes in the cluster
+	podsCreated int
 }
 
 func newSummary(seed uint64) *Summary {
@@ -161,6 +168,7 @@ func check(h *history, s *Summary) {
 	checkStatuses(h, s)
 	checkHealth(h, s)
 	checkLeaders(h, s)
+	checkPods(h, s)
 	checkEnd(h, s)
 }
 
@@ -237,9 +245,10 @@ func checkHealth(h *history, s *Summary) {
 	// Excused stretches per group: the group was silenced (its Unknowns
 	// are expected), or a collector was frozen (its nodes' renewals reach
 	// no live process: not a "reachable collector").
-	excused := make([][]window, 2)
+	groups := 2 + h.cfg.Reporters
+	excused := make([][]window, groups)
 	for _, f := range h.faults {
-		for grp := range 2 {
+		for grp := range groups {
 			if f.silences(grp) {
 				// Marked from grace after the silence began; a mark
 				// written just as the silence ends is seen up to the
@@ -287,7 +296,7 @@ func checkHealth(h *history, s *Summary) {
 	// fresh grace period: spec §6.2), and never before its last renewal
 	// could have expired.
 	for _, f := range h.faults {
-		for grp := range 2 {
+		for grp := range groups {
 			if !f.silences(grp) || f.err != nil {
 				continue
 			}
@@ -360,8 +369,10 @@ func firstUnknownIn(health []healthWrite, node string, from, to time.Time) (time
 }
 
 func (h *history) nodesOf(grp int) []string {
+	h.rec.mu.Lock()
+	defer h.rec.mu.Unlock()
 	var out []string
-	for n := range h.sends {
+	for n := range h.rec.nodes {
 		if h.groupOf(n) == grp {
 			out = append(out, n)
 		}
@@ -480,6 +491,7 @@ func (s *Summary) Print(w *os.File) {
 	fmt.Fprintf(w, " (total %d, %d failed to apply)\n", total, s.FaultErrors)
 	fmt.Fprintf(w, "recorded: %d durable-acked statuses, %d status writes, %d health writes, %d transitions to Unknown, %d Ready transitions served by the monitors\n",
 		s.AckedStatuses, s.StatusWrites, s.HealthWrites, s.Unknowns, s.MonitorEvents)
+	fmt.Fprintf(w, "pods: %d created on the reporter nodes, %d evicted\n", s.PodsCreated, s.Evictions)
 	fmt.Fprintf(w, "etcd watch: %d writes to revision %d, %d watch restarts\n", s.EtcdWrites, s.EtcdRevision, s.WatchRestarts)
 	fmt.Fprintf(w, "invariants checked:\n")
 	for _, inv := range invariants {

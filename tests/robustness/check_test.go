@@ -173,3 +173,36 @@ func TestPlanDependsOnSeedOnly(t *testing.T) {
 		t.Errorf("seeds 42 and 43 gave the same plan")
 	}
 }
+
+func TestPodEvictions(t *testing.T) {
+	h := baseHistory()
+	h.rec.nodes["r-0"] = true
+	h.expected = 2
+	mark := healthWrite{rev: 10, at: at(100), node: "r-0", unknown: true}
+	clear := healthWrite{rev: 20, at: at(130), node: "r-0"}
+	created := podWrite{rev: 5, at: at(50), key: "ns/p", uid: "u1", node: "r-0"}
+	evicted := podWrite{rev: 12, at: at(106), key: "ns/p", uid: "u1", node: "r-0", terminating: true}
+	deleted := podWrite{rev: 21, at: at(131), key: "ns/p", uid: "u1", node: "r-0", terminating: true, deleted: true}
+	h.rec.health = []healthWrite{mark, clear}
+	h.rec.pods = []podWrite{created, evicted, deleted}
+	s := run(h)
+	wantViolation(t, s, InvPodEvictedOnce, false)
+	wantViolation(t, s, InvPodEvictedUnhealthy, false)
+	wantViolation(t, s, InvPodNotEvictedEarly, false)
+
+	early := evicted
+	early.at = at(102)
+	h.rec.pods = []podWrite{created, early, deleted}
+	wantViolation(t, run(h), InvPodNotEvictedEarly, true)
+
+	healthy := evicted
+	healthy.rev, healthy.at = 25, at(135)
+	h.rec.pods = []podWrite{created, healthy}
+	wantViolation(t, run(h), InvPodEvictedUnhealthy, true)
+
+	undone := podWrite{rev: 13, at: at(107), key: "ns/p", uid: "u1", node: "r-0"}
+	again := evicted
+	again.rev, again.at = 14, at(108)
+	h.rec.pods = []podWrite{created, evicted, undone, again}
+	wantViolation(t, run(h), InvPodEvictedOnce, true)
+}

@@ -100,6 +100,7 @@ type cluster struct {
 	collectors []*component
 	monitors   []*component
 	fleets     []*component // fleet-a (direct), fleet-b (through the proxy)
+	reporters  []*component // r-0, r-1, ...: real reporters with pods
 	proxy      *proxy
 
 	etcdEndpoints string
@@ -163,6 +164,8 @@ func newCluster(cfg Config, bin, out string) (*cluster, error) {
 					"--admin.listen-address=" + admin, fmt.Sprintf("--monitor.id=monitor-%d.%d", i, inc),
 					"--etcd.endpoints=" + cl.etcdEndpoints, "--node-monitor-grace-period=" + cfg.Grace.String(),
 					"--monitor.election-ttl=6s",
+					fmt.Sprintf("--default-not-ready-toleration-seconds=%d", int(cfg.Toleration.Seconds())),
+					fmt.Sprintf("--default-unreachable-toleration-seconds=%d", int(cfg.Toleration.Seconds())),
 					// The recorder watches etcd from revision 1: keep the
 					// history for the whole run.
 					"--etcd.compaction-interval=24h", "--log.level=warn"}
@@ -200,15 +203,29 @@ func newCluster(cfg Config, bin, out string) (*cluster, error) {
 					"--record.file=" + rec, "--leave-on-exit=false", "--log.level=warn"}
 			}})
 	}
+	for i := range cfg.Reporters {
+		admin := port(b, 65+i)
+		cl.reporters = append(cl.reporters, &component{name: fmt.Sprintf("r-%d", i), kind: "reporter",
+			bin: filepath.Join(bin, "reporter"), ready: "http://" + admin + "/readyz",
+			args: func(int) []string {
+				return []string{fmt.Sprintf("--node-name=r-%d", i), "--collector.addresses=" + strings.Join(direct, ","),
+					"--collector.insecure", "--admin.listen-address=" + admin, "--region=rob", fmt.Sprintf("--zone=r-%d", i),
+					fmt.Sprintf("--node-lease-duration-seconds=%d", cfg.LeaseSeconds), "--pod-reconcile-period=2s", "--log.level=warn"}
+			}})
+	}
 	return cl, nil
 }
+
+// nodes is the number of nodes of the whole cluster.
+func (cl *cluster) nodes() int { return cl.cfg.Nodes + len(cl.reporters) }
 
 func (cl *cluster) all() []*component {
 	var out []*component
 	out = append(out, cl.etcds...)
 	out = append(out, cl.collectors...)
 	out = append(out, cl.monitors...)
-	return append(out, cl.fleets...)
+	out = append(out, cl.fleets...)
+	return append(out, cl.reporters...)
 }
 
 // startEtcd starts the three members together (each waits for a quorum).
@@ -243,7 +260,7 @@ func (cl *cluster) startRest(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, c := range cl.fleets {
+	for _, c := range append(append([]*component(nil), cl.fleets...), cl.reporters...) {
 		if err := c.start(ctx, cl.logDir, true); err != nil {
 			return err
 		}

@@ -38,6 +38,14 @@ type Config struct {
 	Bound time.Duration
 	// Collectors: 2 or 3.
 	Collectors int
+	// Reporters: real bin/reporter processes (nodes r-0, r-1, ...), each in
+	// a zone of its own, whose pods the suite creates and the monitors
+	// evict.
+	Reporters int
+	// Toleration: the monitors' default not-ready and unreachable
+	// toleration seconds, so a reporter killed for longer than grace +
+	// toleration sees its pods evicted within a fault's hold.
+	Toleration time.Duration
 	// BasePort: every port the suite uses is BasePort + a small offset.
 	BasePort int
 	// Quiet suppresses the per-fault log lines.
@@ -47,7 +55,8 @@ type Config struct {
 // DefaultConfig is `make robustness`: ten minutes at 2,000 nodes.
 func DefaultConfig() Config {
 	return Config{BinDir: "bin", OutDir: ".run/robustness", Duration: 10 * time.Minute, Nodes: 2000,
-		Grace: 10 * time.Second, LeaseSeconds: 8, Bound: 5 * time.Second, Collectors: 2, BasePort: 23400}
+		Grace: 10 * time.Second, LeaseSeconds: 8, Bound: 5 * time.Second, Collectors: 2, Reporters: 3,
+		Toleration: 5 * time.Second, BasePort: 23400}
 }
 
 // RegisterFlags adds the suite's flags.
@@ -62,6 +71,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.LeaseSeconds, "lease-seconds", d.LeaseSeconds, "node lease duration; nodes renew every quarter of it")
 	fs.DurationVar(&c.Bound, "bound", d.Bound, "how long past grace a node that stopped renewing may stay unmarked")
 	fs.IntVar(&c.Collectors, "collectors", d.Collectors, "number of collectors (2 or 3)")
+	fs.IntVar(&c.Reporters, "reporters", d.Reporters, "real reporter processes with pods (0-9)")
+	fs.DurationVar(&c.Toleration, "toleration", d.Toleration, "monitors' default not-ready/unreachable toleration (whole seconds)")
 	fs.IntVar(&c.BasePort, "base-port", d.BasePort, "first of the ~70 loopback ports the suite uses")
 	fs.BoolVar(&c.Quiet, "quiet", false, "do not print each fault as it is injected")
 }
@@ -72,6 +83,9 @@ func (c *Config) validate() error {
 	}
 	if c.Collectors < 2 || c.Collectors > 3 {
 		return fmt.Errorf("--collectors must be 2 or 3, got %d", c.Collectors)
+	}
+	if c.Reporters < 0 || c.Reporters > 9 {
+		return fmt.Errorf("--reporters must be 0 to 9, got %d", c.Reporters)
 	}
 	if time.Duration(c.LeaseSeconds)*time.Second/4 >= c.Grace/2 {
 		return fmt.Errorf("renewals every %ds/4 leave a %s grace too little margin", c.LeaseSeconds, c.Grace)

@@ -24,13 +24,14 @@ const (
 	EtcdMemberLoss   = "etcd-member-loss"
 	KillFleet        = "kill-fleet" // every node of one group crashes, and boots again after the hold
 	SigstopFleet     = "sigstop-fleet"
-	Partition        = "partition"  // the proxied group is blackholed from every collector
-	ClockStep        = "clock-step" // one group's clocks step by a few seconds, and back after the hold
+	Partition        = "partition"     // the proxied group is blackholed from every collector
+	ClockStep        = "clock-step"    // one group's clocks step by a few seconds, and back after the hold
+	KillReporter     = "kill-reporter" // a real reporter with pods; long enough holds get its pods evicted
 )
 
 // kinds in the order the summary lists them.
 var kinds = []string{KillCollector, SigstopCollector, KillMonitor, SigstopMonitor, KillEtcd, EtcdMemberLoss,
-	KillFleet, SigstopFleet, Partition, ClockStep}
+	KillFleet, SigstopFleet, Partition, ClockStep, KillReporter}
 
 // step is one planned fault; the plan depends on the seed only.
 type step struct {
@@ -49,13 +50,16 @@ type fault struct {
 	err        error
 }
 
-// silences reports whether the fault stops the renewals of fleet group g.
+// silences reports whether the fault stops the renewals of fleet group g
+// (groups: 0 fleet-a, 1 fleet-b, 2+i reporter r-i).
 func (f *fault) silences(g int) bool {
 	switch f.kind {
 	case KillFleet, SigstopFleet:
 		return f.target == g
 	case Partition:
 		return g == 1
+	case KillReporter:
+		return g == 2+f.target
 	}
 	return false
 }
@@ -64,7 +68,7 @@ func (f *fault) silences(g int) bool {
 // monitor, etcd) rather than in a fleet.
 func (f *fault) global() bool {
 	switch f.kind {
-	case KillFleet, SigstopFleet, Partition, ClockStep:
+	case KillFleet, SigstopFleet, Partition, ClockStep, KillReporter:
 		return false
 	}
 	return true
@@ -89,6 +93,9 @@ func plan(seed uint64, d time.Duration, cfg Config) []step {
 	var out []step
 	for total := time.Duration(0); total < d; {
 		s := step{kind: kinds[r.IntN(len(kinds))], gap: between(r, 2*time.Second, 6*time.Second)}
+		if s.kind == KillReporter && cfg.Reporters == 0 {
+			continue
+		}
 		switch s.kind {
 		case KillCollector, SigstopCollector:
 			s.target = r.IntN(cfg.Collectors)
@@ -111,6 +118,9 @@ func plan(seed uint64, d time.Duration, cfg Config) []step {
 		case Partition:
 			s.target = 1
 			s.hold = between(r, 2*time.Second, long)
+		case KillReporter:
+			s.target = r.IntN(cfg.Reporters)
+			s.hold = between(r, time.Second, 2*cfg.Grace+cfg.Toleration+cfg.Bound+5*time.Second)
 		case ClockStep:
 			s.target = r.IntN(2)
 			s.hold = between(r, 5*time.Second, 20*time.Second)
@@ -126,12 +136,13 @@ func plan(seed uint64, d time.Duration, cfg Config) []step {
 }
 
 // inject runs the plan against the cluster until it is done or ctx ends.
-func (cl *cluster) inject(ctx context.Context, steps []step, logf func(string, ...any)) []*fault {
+func (cl *cluster) inject(ctx context.Context, steps []step, logf func(string, ...any), before func()) []*fault {
 	var done []*fault
 	for _, s := range steps {
 		if ctx.Err() != nil {
 			break
 		}
+		before()
 		f := &fault{step: s}
 		f.start = time.Now()
 		f.err = cl.apply(ctx, f)
@@ -170,6 +181,8 @@ func (cl *cluster) apply(ctx context.Context, f *fault) error {
 		c = cl.etcds[f.target]
 	case KillFleet, SigstopFleet, ClockStep:
 		c = cl.fleets[f.target]
+	case KillReporter:
+		c = cl.reporters[f.target]
 	case Partition:
 		f.name = "fleet-b"
 		cl.proxy.partition(true)
@@ -179,7 +192,7 @@ func (cl *cluster) apply(ctx context.Context, f *fault) error {
 	}
 	f.name = c.name
 	switch f.kind {
-	case KillCollector, KillMonitor, KillEtcd, KillFleet:
+	case KillCollector, KillMonitor, KillEtcd, KillFleet, KillReporter:
 		c.kill()
 		sleep(ctx, f.hold)
 		// A restart outlives ctx: the suite must end with every process up.

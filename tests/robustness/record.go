@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 	"github.com/nodepulse/nodepulse/services/nodestore/etcdstore"
@@ -65,6 +66,7 @@ type recorder struct {
 	election   []electionEvent
 	nodes      map[string]bool
 	transits   []monitorTransition
+	pods       []podWrite
 	watchErrs  int
 	lastRev    int64
 	decodeErrs int
@@ -83,7 +85,7 @@ func (r *recorder) watchEtcd(ctx context.Context, cli *clientv3.Client) {
 		r.mu.Lock()
 		from := r.lastRev + 1
 		r.mu.Unlock()
-		wch := cli.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(from))
+		wch := cli.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithPrevKV())
 		for resp := range wch {
 			if resp.Err() != nil {
 				break
@@ -125,7 +127,28 @@ func (r *recorder) event(ev *clientv3.Event, now time.Time) {
 		return
 	}
 	kind, name, ok := nodestore.ParseKey(prefix, key)
-	if !ok || deleted {
+	if !ok {
+		return
+	}
+	if kind == nodestore.Pods {
+		// A deleted pod is named by its previous value.
+		v := kv.Value
+		if deleted {
+			if ev.PrevKv == nil {
+				r.decodeErrs++
+				return
+			}
+			v = ev.PrevKv.Value
+		}
+		m, err := etcdstore.DecodeValue(kind, v)
+		if err != nil {
+			r.decodeErrs++
+			return
+		}
+		r.podEvent(name, kv.ModRevision, now, deleted, m.(*podv1.Pod))
+		return
+	}
+	if deleted {
 		return
 	}
 	switch kind {

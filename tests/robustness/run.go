@@ -71,8 +71,8 @@ func Run(ctx context.Context, cfg Config, out *os.File) (*Summary, error) {
 	for i, a := range cl.monitorAddrs {
 		go rec.watchMonitor(rctx, i, a)
 	}
-	logf("cluster up: 3 etcd members, %d collectors, 2 monitors, fleets of %d (direct) and %d (proxied) nodes; logs in %s",
-		cfg.Collectors, cl.groupNodes[0], cl.groupNodes[1], cl.logDir)
+	logf("cluster up: 3 etcd members, %d collectors, 2 monitors, fleets of %d (direct) and %d (proxied) nodes, %d reporters; logs in %s",
+		cfg.Collectors, cl.groupNodes[0], cl.groupNodes[1], len(cl.reporters), cl.logDir)
 	if err := cl.waitHealthy(ctx, 3*time.Minute); err != nil {
 		return nil, err
 	}
@@ -80,17 +80,30 @@ func Run(ctx context.Context, cfg Config, out *os.File) (*Summary, error) {
 	logf("every node registered and Ready (recorder: %d nodes, revision %d); faults for %s", len(rec.nodes), rec.lastRev, cfg.Duration)
 	rec.mu.Unlock()
 
-	h := &history{cfg: cfg, sends: map[string][]send{}, rec: rec, expected: cfg.Nodes,
+	h := &history{cfg: cfg, sends: map[string][]send{}, rec: rec, expected: cl.nodes(),
 		renew: time.Duration(cfg.LeaseSeconds) * time.Second / 4,
 		groupOf: func(n string) int {
-			if strings.HasPrefix(n, cl.groupPrefix[1]) {
+			var i int
+			switch {
+			case strings.HasPrefix(n, cl.groupPrefix[1]):
 				return 1
+			case strings.HasPrefix(n, "r-"):
+				if _, err := fmt.Sscanf(n, "r-%d", &i); err == nil {
+					return 2 + i
+				}
 			}
 			return 0
 		}}
 	h.from = time.Now()
 	fctx, stopFaults := context.WithTimeout(ctx, cfg.Duration)
-	h.faults = cl.inject(fctx, plan(cfg.Seed, cfg.Duration, cfg), logf)
+	pool := &podPool{addrs: cl.monitorAddrs}
+	h.faults = cl.inject(fctx, plan(cfg.Seed, cfg.Duration, cfg), logf, func() {
+		// Every reporter node gets its pods back before the next fault.
+		if err := pool.fill(fctx, rec, cfg.Reporters); err != nil && fctx.Err() == nil {
+			logf("creating pods: %v", err)
+		}
+	})
+	h.podsCreated = pool.created
 	stopFaults()
 	h.to = time.Now()
 	if ctx.Err() != nil {
@@ -156,8 +169,8 @@ func (cl *cluster) waitHealthy(ctx context.Context, timeout time.Duration) error
 					ready++
 				}
 			}
-			if ready != cl.cfg.Nodes {
-				ok, last = false, fmt.Sprintf("%s serves %d of %d nodes Ready", a, ready, cl.cfg.Nodes)
+			if ready != cl.nodes() {
+				ok, last = false, fmt.Sprintf("%s serves %d of %d nodes Ready", a, ready, cl.nodes())
 				break
 			}
 		}
