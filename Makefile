@@ -81,13 +81,13 @@ bench: build ## scale benchmark: 100,000 nodes vs the Kubernetes write path; rep
 bench-quick: build ## scale benchmark smoke test (CI): 3,000 nodes, < 2 min, fails only on broken plumbing
 	bin/bench --bin-dir bin --quick --out .run/bench/quick
 
-# make robustness: DURATION of random faults (plus ~1.5 min of start-up and settling), NODES simulated
+# make robustness: DURATION of random faults (plus ~30 s of start-up and settling), NODES simulated
 # nodes, SEED of the schedule (0: random, printed first). docs/robustness.md.
 DURATION ?= 10m
 NODES    ?= 2000
 SEED     ?= 0
 .PHONY: robustness
-robustness: build ## randomized fault suite, ~12 min: DURATION=10m of faults at NODES=2000 (SEED=N replays a schedule)
+robustness: build ## randomized fault suite, ~11 min: DURATION=10m of faults at NODES=2000 (SEED=N replays a schedule)
 	bin/robustness --bin-dir bin --out .run/robustness --duration $(DURATION) --nodes $(NODES) --seed $(SEED)
 
 .PHONY: test
