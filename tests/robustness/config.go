@@ -62,7 +62,7 @@ func DefaultConfig() Config {
 // RegisterFlags adds the suite's flags.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := DefaultConfig()
-	fs.StringVar(&c.BinDir, "bin-dir", d.BinDir, "directory with etcd, collector, monitor and fleetsim")
+	fs.StringVar(&c.BinDir, "bin-dir", d.BinDir, "directory with etcd, collector, monitor, fleetsim and reporter")
 	fs.StringVar(&c.OutDir, "out", d.OutDir, "directory for logs, etcd data and the record (emptied first)")
 	fs.DurationVar(&c.Duration, "duration", d.Duration, "how long faults are injected (warm-up and settling come on top, about a minute)")
 	fs.Uint64Var(&c.Seed, "seed", 0, "seed of the fault schedule (0: a random one, printed first)")

@@ -18,12 +18,13 @@ const synopsis = `robustness: nodepulse's randomized fault suite.
 Usage:
   robustness --bin-dir bin --duration 10m --nodes 2000 [--seed N]
 
-Starts a three-member etcd, collectors, two monitors and two simulated
-fleets (one behind a proxy the suite can blackhole), injects a random
+Starts a three-member etcd, collectors, two monitors, two simulated
+fleets (one behind a proxy the suite can blackhole) and a few real
+reporters whose pods it keeps topped up, injects a random
 schedule of faults drawn from the seed (kill -9 and restart of any process,
 SIGSTOP, etcd member loss, partitions, clock steps), records every durable
-ack, every write to etcd and every node transition the monitors serve,
-and checks the invariants of docs/robustness.md. The seed is printed first;
+ack, every write to etcd (pods included) and every node transition the
+monitors serve, and checks the invariants of docs/robustness.md. The seed is printed first;
 the same seed gives the same schedule. Exit status 1 on any violation.`
 
 // Main parses args (flags and NODEPULSE_ROBUSTNESS_* environment) and runs

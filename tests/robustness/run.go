@@ -43,7 +43,7 @@ func Run(ctx context.Context, cfg Config, out *os.File) (*Summary, error) {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, err
 	}
-	for _, b := range []string{"etcd", "collector", "monitor", "fleetsim"} {
+	for _, b := range []string{"etcd", "collector", "monitor", "fleetsim", "reporter"} {
 		if _, err := os.Stat(filepath.Join(cfg.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("missing %s in %s (make build): %w", b, cfg.BinDir, err)
 		}
