@@ -121,7 +121,7 @@ const (
 	InvRecovered           = "every-node-healthy-after-faults"
 	InvMonitorsAgree       = "monitors-serve-what-etcd-holds"
 	InvPodEvictedOnce      = "pod-evicted-at-most-once"
-	InvPodEvictedUnhealthy = "pod-evicted-only-from-unknown-node"
+	InvPodEvictedUnhealthy = "pod-evicted-only-from-unhealthy-node"
 	InvPodNotEvictedEarly  = "pod-not-evicted-before-toleration"
 	invRecorderComplete    = "recorder-complete"
 )

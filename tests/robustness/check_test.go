@@ -199,6 +199,11 @@ func TestPodEvictions(t *testing.T) {
 	healthy.rev, healthy.at = 25, at(135)
 	h.rec.pods = []podWrite{created, healthy}
 	wantViolation(t, run(h), InvPodEvictedUnhealthy, true)
+	// Recovered but still tainted: the taint is lifted a pass later, and
+	// a pod's toleration may run out in between.
+	h.rec.health = []healthWrite{mark, {rev: 20, at: at(130), node: "r-0", noExecute: true}, {rev: 30, at: at(140), node: "r-0"}}
+	wantViolation(t, run(h), InvPodEvictedUnhealthy, false)
+	h.rec.health = []healthWrite{mark, clear}
 
 	undone := podWrite{rev: 13, at: at(107), key: "ns/p", uid: "u1", node: "r-0"}
 	again := evicted

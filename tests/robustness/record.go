@@ -37,7 +37,10 @@ type healthWrite struct {
 	at      time.Time
 	node    string
 	unknown bool
-	leader  string
+	// noExecute: the record carries the not-ready or unreachable NoExecute
+	// taint, which is what the taint eviction acts on.
+	noExecute bool
+	leader    string
 }
 
 // electionEvent is a put or delete under election/monitor/.
@@ -169,7 +172,13 @@ func (r *recorder) event(ev *clientv3.Event, now time.Time) {
 		}
 		h := m.(*nodev1.NodeHealth)
 		unknown := nodemodel.ConditionStatus(h.GetConditionOverrides(), nodemodel.Ready) == nodemodel.Unknown
-		r.health = append(r.health, healthWrite{rev: kv.ModRevision, at: now, node: name, unknown: unknown, leader: h.GetLeader()})
+		noExec := false
+		for _, t := range h.GetTaints() {
+			if t.GetEffect() == nodemodel.NoExecute && (t.GetKey() == nodemodel.TaintUnreachable || t.GetKey() == nodemodel.TaintNotReady) {
+				noExec = true
+			}
+		}
+		r.health = append(r.health, healthWrite{rev: kv.ModRevision, at: now, node: name, unknown: unknown, noExecute: noExec, leader: h.GetLeader()})
 	}
 }
 

@@ -23,7 +23,13 @@ func TestRobustnessShortSeed(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.BinDir = binaries.Dir(t)
-	cfg.OutDir = t.TempDir()
+	// Kept when the test fails: the logs, records and etcd data are what
+	// a violation is triaged from.
+	out, err := os.MkdirTemp("", "nodepulse-robustness-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.OutDir = out
 	cfg.Duration = 2 * time.Minute
 	cfg.Nodes = 600
 	cfg.Seed = 20264587
@@ -39,9 +45,14 @@ func TestRobustnessShortSeed(t *testing.T) {
 	defer cancel()
 	s, err := Run(ctx, cfg, os.Stdout)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v (logs in %s)", err, out)
+	}
+	if !s.Failed() {
+		os.RemoveAll(out)
+		return
 	}
 	if s.Failed() {
+		t.Logf("logs, records and etcd data kept in %s", out)
 		t.Fatalf("invariants violated with seed %d; reproduce: NODEPULSE_ROBUSTNESS_SEED=%d go test -run TestRobustnessShortSeed ./robustness/ (in tests/)", cfg.Seed, cfg.Seed)
 	}
 }
