@@ -51,8 +51,6 @@ func TestRobustnessShortSeed(t *testing.T) {
 		os.RemoveAll(out)
 		return
 	}
-	if s.Failed() {
-		t.Logf("logs, records and etcd data kept in %s", out)
-		t.Fatalf("invariants violated with seed %d; reproduce: NODEPULSE_ROBUSTNESS_SEED=%d go test -run TestRobustnessShortSeed ./robustness/ (in tests/)", cfg.Seed, cfg.Seed)
-	}
+	t.Logf("logs, records and etcd data kept in %s", out)
+	t.Fatalf("invariants violated with seed %d; reproduce: NODEPULSE_ROBUSTNESS_SEED=%d go test -run TestRobustnessShortSeed ./robustness/ (in tests/)", cfg.Seed, cfg.Seed)
 }
