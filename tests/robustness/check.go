@@ -25,6 +25,7 @@ type send struct {
 	key    msgKey
 	status *nodev1.NodeStatus
 	acked  bool
+	at     time.Time // when it was recorded, just before it was sent
 }
 
 type msgKey struct {
@@ -64,7 +65,7 @@ func readRecord(path string, into map[string][]send) (acks int, err error) {
 			if proto.Unmarshal(b, st) != nil {
 				continue
 			}
-			into[l.Node] = append(into[l.Node], send{key: k, status: st})
+			into[l.Node] = append(into[l.Node], send{key: k, status: st, at: time.UnixMilli(l.Time)})
 		case "ack":
 			acked[ackKey{l.Node, k}] = true
 		}
@@ -247,9 +248,11 @@ func checkHealth(h *history, s *Summary) {
 	// no live process: not a "reachable collector").
 	groups := 2 + h.cfg.Reporters
 	excused := make([][]window, groups)
+	silencedEnd := make([][]time.Time, groups) // per window: when its fault ended
 	for _, f := range h.faults {
 		for grp := range groups {
 			if f.silences(grp) {
+				silencedEnd[grp] = append(silencedEnd[grp], f.end)
 				// Marked from grace after the silence began; a mark
 				// written just as the silence ends is seen up to the
 				// bound later, and a restarted fleet needs a few seconds
@@ -257,9 +260,23 @@ func checkHealth(h *history, s *Summary) {
 				excused[grp] = append(excused[grp], window{f.start, f.end.Add(b + 5*time.Second)})
 			}
 			if f.kind == SigstopCollector {
+				silencedEnd[grp] = append(silencedEnd[grp], f.end)
 				excused[grp] = append(excused[grp], window{f.start, f.end.Add(g + b)})
 			}
 		}
+	}
+	// A node that lost its stream registers again when the silence ends,
+	// and sends its status right after its Register is answered: until
+	// then it is not renewing. A restarted fleet of thousands on a starved
+	// machine takes more than the bound to get every node through the
+	// collectors' registration queue.
+	reregistered := func(node string, after time.Time) time.Time {
+		for _, x := range h.sends[node] {
+			if x.at.After(after) {
+				return x.at
+			}
+		}
+		return time.Time{}
 	}
 	unknown := map[string]bool{}
 	unknownAt := map[string]time.Time{}
@@ -279,8 +296,12 @@ func checkHealth(h *history, s *Summary) {
 		s.check(InvNoFalseUnknown)
 		grp := h.groupOf(w.node)
 		ok := false
-		for _, x := range excused[grp] {
-			if !w.at.Before(x.from) && !w.at.After(x.to) {
+		for i, x := range excused[grp] {
+			to := x.to
+			if r := reregistered(w.node, silencedEnd[grp][i]); !r.IsZero() && r.Add(b).After(to) && r.Sub(silencedEnd[grp][i]) < time.Minute {
+				to = r.Add(b)
+			}
+			if !w.at.Before(x.from) && !w.at.After(to) {
 				ok = true
 				break
 			}
@@ -314,18 +335,32 @@ func checkHealth(h *history, s *Summary) {
 			if f.end.Before(deadline) {
 				continue // too short to require a mark
 			}
-			earliest := f.start.Add(g - h.renew - 500*time.Millisecond)
+			// The last renewal that could have reached a collector left
+			// at most a renewal interval before the silence, or two when
+			// the simulator's scheduler ran late on a starved machine.
+			earliest := f.start.Add(g - 2*h.renew - time.Second)
 			missed, early := 0, 0
 			var example string
 			for _, node := range h.nodesOf(grp) {
 				s.check(InvSilentMarked)
-				at, ok := firstUnknownIn(health, node, f.start, deadline)
+				// A node that (re)registered just before the silence may
+				// have been heard only then: its grace counts from there.
+				nodeDeadline := deadline
+				for _, x := range h.sends[node] {
+					if x.at.Before(f.start) && x.at.Add(g+b).After(nodeDeadline) {
+						nodeDeadline = x.at.Add(g + b)
+					}
+				}
+				at, ok := firstUnknownIn(health, node, f.start, nodeDeadline)
 				if !ok {
 					missed++
 					if example == "" {
 						example = node
 					}
 					continue
+				}
+				if at.Equal(f.start) {
+					continue // already Unknown when the silence began
 				}
 				s.check(InvNotEarly)
 				if at.Before(earliest) {
