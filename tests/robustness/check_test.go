@@ -31,6 +31,7 @@ func st(pressure string, hb float64) *nodev1.NodeStatus {
 
 func baseHistory() *history {
 	cfg := DefaultConfig()
+	cfg.Bound = 5 * time.Second // the figures below are written for it
 	r := newRecorder()
 	r.nodes["a-1"] = true
 	return &history{cfg: cfg, sends: map[string][]send{}, rec: r, from: at(0), to: at(300), expected: 1,

@@ -89,7 +89,9 @@ func between(r *rand.Rand, lo, hi time.Duration) time.Duration {
 // plan draws the fault schedule for a run of length d from the seed.
 func plan(seed uint64, d time.Duration, cfg Config) []step {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	long := 2*cfg.Grace + cfg.Bound // a silence long enough to be judged, and then some
+	// A silence long enough to be judged, and then some. Not drawn from
+	// --bound, so that a seed's schedule stays the same when it changes.
+	long := 2*cfg.Grace + 5*time.Second
 	var out []step
 	for total := time.Duration(0); total < d; {
 		s := step{kind: kinds[r.IntN(len(kinds))], gap: between(r, 2*time.Second, 6*time.Second)}
@@ -120,7 +122,7 @@ func plan(seed uint64, d time.Duration, cfg Config) []step {
 			s.hold = between(r, 2*time.Second, long)
 		case KillReporter:
 			s.target = r.IntN(cfg.Reporters)
-			s.hold = between(r, time.Second, 2*cfg.Grace+cfg.Toleration+cfg.Bound+5*time.Second)
+			s.hold = between(r, time.Second, 2*cfg.Grace+cfg.Toleration+10*time.Second)
 		case ClockStep:
 			s.target = r.IntN(2)
 			s.hold = between(r, 5*time.Second, 20*time.Second)
