@@ -19,7 +19,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/nodepulse/nodepulse/services/version.Version=$(VERSION)
 # Every Go module of the workspace (go test ./... does not cross go.work modules).
 MODULES := $(shell go list -m -f '{{.Dir}}')
-BINARIES := etcd collector monitor reporter nodepulse localstack bench fleetsim simbench
+BINARIES := etcd collector monitor reporter nodepulse localstack bench fleetsim simbench robustness
 
 .PHONY: help
 help: ## show this help
@@ -52,6 +52,7 @@ build: ## build every binary into bin/ (static, CGO_ENABLED=0)
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/bench ./tests/cmd/bench
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/fleetsim ./tests/cmd/fleetsim
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/simbench ./tests/cmd/simbench
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/robustness ./tests/cmd/robustness
 
 .PHONY: run
 run: build ## start etcd, collector, monitor and a reporter for this machine; Ctrl-C stops all
@@ -79,6 +80,15 @@ bench: build ## scale benchmark: 100,000 nodes vs the Kubernetes write path; rep
 .PHONY: bench-quick
 bench-quick: build ## scale benchmark smoke test (CI): 3,000 nodes, < 2 min, fails only on broken plumbing
 	bin/bench --bin-dir bin --quick --out .run/bench/quick
+
+# make robustness: DURATION of random faults (plus ~30 s of start-up and settling), NODES simulated
+# nodes, SEED of the schedule (0: random, printed first). docs/robustness.md.
+DURATION ?= 10m
+NODES    ?= 2000
+SEED     ?= 0
+.PHONY: robustness
+robustness: build ## randomized fault suite, ~11 min: DURATION=10m of faults at NODES=2000 (SEED=N replays a schedule)
+	bin/robustness --bin-dir bin --out .run/robustness --duration $(DURATION) --nodes $(NODES) --seed $(SEED)
 
 .PHONY: test
 test: kubectl ## run every test of every module (unit, store conformance, integration, e2e)

@@ -32,6 +32,7 @@ var packages = map[string]string{
 	"reporter":   "./reporter/cmd/reporter",
 	"nodepulse":  "./monitor/cmd/nodepulse",
 	"localstack": "./tests/cmd/localstack",
+	"fleetsim":   "./tests/cmd/fleetsim",
 }
 
 // RepoRoot is the repository root (the directory holding go.work).

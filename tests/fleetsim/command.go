@@ -44,6 +44,7 @@ POST lines to --control.listen-address/faults):
   [at <offset>] flap <K|fraction|name> every <d> [for <d>]   alternate stop/start
   [at <offset>] memory-pressure <K|fraction|name> [for <d>]  report MemoryPressure=True
   [at <offset>] partition <K|fraction|name> [for <d>]        stop sending, keep streams open
+  [at <offset>] clock <±d> [for <d>]                         step every node's clock (message times only)
 GET /stats on the control address shows node counts by state.
 
 The admin address serves, beside /metrics and /debug/pprof,
@@ -60,8 +61,11 @@ type CommandConfig struct {
 	FaultScript    string
 	FaultFile      string
 	ControlAddress string
-	Admin          admin.Config
-	Log            logging.Config
+	// RecordFile: append every status sent and durable ack received here
+	// (JSONL, see Recorder).
+	RecordFile string
+	Admin      admin.Config
+	Log        logging.Config
 	// GCPercent is the Go GC target of the simulator process when the GOGC
 	// environment variable is not set (0 keeps Go's default, negative turns
 	// it off and needs MemoryLimitMiB).
@@ -91,6 +95,7 @@ func (c *CommandConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.FaultFile, "fault-file", "", "file with one fault per line")
 	fs.IntVar(&c.GCPercent, "runtime.gc-percent", 400, "Go GC target percentage of the simulator when the GOGC environment variable is not set (0: Go's default, 100). A load generator's garbage collections delay its own sends and the reading of acks: at 100,000 virtual nodes each cycle at a target of 100 stalled them for 1-4 s every 35-70 s, which a benchmark then reports as the collector's latency and as a burst in the offered load; 400 collects about a quarter as often, for ~4x the heap. Negative: off, collect only near --runtime.memory-limit-mib (which it then requires); Go's collection forced every two minutes is skipped too, so a benchmark's load generator stops stalling the load it offers")
 	fs.Int64Var(&c.MemoryLimitMiB, "runtime.memory-limit-mib", 0, "soft memory limit of the simulator process in MiB when the GOMEMLIMIT environment variable is not set (0: none); with --runtime.gc-percent=-1 the process collects only when it gets near it")
+	fs.StringVar(&c.RecordFile, "record.file", "", "append a JSON line for every status sent (with its bytes) and every durable ack received to this file (the robustness suite's checker reads it); empty records nothing")
 	fs.StringVar(&c.ControlAddress, "control.listen-address", "", "HTTP address of the control API (POST /faults, GET /stats); empty disables it")
 	s.Collector = defaultCollector()
 	s.Collector.RegisterFlags(fs, "collector", s.Collector.Addresses, "collector addresses")
@@ -152,6 +157,12 @@ func RunSimulation(ctx context.Context, cfg CommandConfig, lg *zap.Logger) error
 		return err
 	}
 	cfg.Sim.Faults = faults
+	rec, err := OpenRecorder(cfg.RecordFile, time.Now().UnixNano())
+	if err != nil {
+		return err
+	}
+	defer rec.Close()
+	cfg.Sim.Record = rec
 	if cfg.Sim.Collector.TLS.Insecure {
 		lg.Warn("collector connections are PLAINTEXT (--collector.insecure): development only")
 	} else if cfg.Sim.Collector.TLS.CertFile != "" {

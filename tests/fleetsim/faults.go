@@ -24,6 +24,7 @@ import (
 //	[at <offset>] flap <K|fraction|name> every <d> [for <d>]  alternate stop/start
 //	[at <offset>] memory-pressure <K|fraction|name> [for <d>] report MemoryPressure=True
 //	[at <offset>] partition <K|fraction|name> [for <d>]  stop sending, keep streams open
+//	[at <offset>] clock <±d> [for <d>]                 step every node's clock by d
 //
 // A target is a count (10), a fraction of the fleet (0.1 or 10%) or a node
 // name. Offsets count from the start of the simulation (script) or from
@@ -37,7 +38,7 @@ type Fault struct {
 	Line   string
 }
 
-var actions = map[string]bool{"stop": true, "start": true, "flap": true, "memory-pressure": true, "partition": true}
+var actions = map[string]bool{"stop": true, "start": true, "flap": true, "memory-pressure": true, "partition": true, "clock": true}
 
 // ParseScript reads fault lines separated by newlines or ';'. Blank lines
 // and '#' comments are ignored.
@@ -85,7 +86,12 @@ func parseFault(line string) (Fault, error) {
 		return bad("want <action> <target>")
 	}
 	if !actions[w[0]] {
-		return bad("unknown action " + w[0] + " (stop, start, flap, memory-pressure, partition)")
+		return bad("unknown action " + w[0] + " (stop, start, flap, memory-pressure, partition, clock)")
+	}
+	if w[0] == "clock" {
+		if _, err := time.ParseDuration(w[1]); err != nil {
+			return bad("clock wants a step such as +3s or -2s")
+		}
 	}
 	f.Action, f.Target = w[0], w[1]
 	for i := 2; i < len(w); i += 2 {
@@ -156,6 +162,9 @@ func (s *Simulator) pick(target string, eligible func(flags uint32) bool) ([]int
 // Apply executes one fault now (its At is ignored); effects with For are
 // undone by a timer bound to ctx.
 func (s *Simulator) Apply(ctx context.Context, f Fault) (int, error) {
+	if f.Action == "clock" {
+		return s.stepClock(ctx, f)
+	}
 	notStopped := func(fl uint32) bool { return fl&flagStopped == 0 }
 	var nodes []int
 	var err error
@@ -204,6 +213,29 @@ func (s *Simulator) Apply(ctx context.Context, f Fault) (int, error) {
 		})
 	}
 	return len(nodes), nil
+}
+
+// stepClock steps the clock of every node of the simulator by the fault's
+// target (a signed duration), and back after For if set. Only the times
+// the nodes put in their messages move; their schedule does not, as a
+// stepped wall clock leaves a reporter's monotonic timers alone.
+func (s *Simulator) stepClock(ctx context.Context, f Fault) (int, error) {
+	d, err := time.ParseDuration(f.Target)
+	if err != nil {
+		return 0, fmt.Errorf("clock step %q: %w", f.Target, err)
+	}
+	s.clockOffset.Add(int64(d))
+	s.lg.Info("fault", zap.String("fault", f.Line), zap.Duration("clock_offset", time.Duration(s.clockOffset.Load())))
+	if f.For > 0 {
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-time.After(f.For):
+				s.clockOffset.Add(-int64(d))
+			}
+		}()
+	}
+	return len(s.nodes), nil
 }
 
 func (s *Simulator) startAll(nodes []int) {

@@ -84,6 +84,9 @@ type Config struct {
 	Collector grpcclient.Config
 	// Faults is a fault script (see ParseScript).
 	Faults []Fault
+	// Record, when set, receives every status sent and every durable ack
+	// (the robustness suite's checker reads it).
+	Record *Recorder
 }
 
 // DefaultConfig returns sensible defaults.
@@ -158,6 +161,10 @@ type Simulator struct {
 	reporterID string
 	// stopping: the simulation is ending; nodes must not reconnect.
 	stopping atomic.Bool
+	// clockOffset (ns) is added to every time the nodes put in their
+	// messages (renewal and heartbeat times), not to their schedule: the
+	// "clock" fault, a node's clock stepped as NTP or an operator would.
+	clockOffset atomic.Int64
 
 	streamCtx context.Context
 	wg        sync.WaitGroup
@@ -457,6 +464,9 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 			}
 			if a.GetError() != nil {
 				s.m.ackErrors.Inc()
+			}
+			if a.GetDurable() && a.GetError() == nil {
+				s.cfg.Record.Ack(s.Name(i), gen, a.GetSeq())
 			}
 			if d, ok := stream.RetryAfter(a); ok {
 				// The refused message again after d: a renewal if it was
@@ -833,6 +843,11 @@ func (c *conn) handle(e event) {
 	}
 }
 
+// stamp is t on the nodes' (possibly stepped) clock.
+func (s *Simulator) stamp(t time.Time) time.Time {
+	return t.Add(time.Duration(s.clockOffset.Load()))
+}
+
 func (c *conn) send(n *vnode, req *collectorv1.ReportRequest) bool {
 	if n.flags.Load()&flagPartitioned != 0 {
 		return false
@@ -881,7 +896,7 @@ func (c *conn) lease(i int, n *vnode, now time.Time, registered bool, due int64)
 		c.leaseReq = &collectorv1.ReportRequest{Message: &collectorv1.ReportRequest_Lease{Lease: &collectorv1.LeaseRenewal{}}}
 	}
 	n.leaseSentAt.Store(now.UnixNano())
-	if c.send(n, n.sess.Renewal(now, s.cfg.LeaseDurationSeconds, c.leaseReq)) {
+	if c.send(n, n.sess.Renewal(s.stamp(now), s.cfg.LeaseDurationSeconds, c.leaseReq)) {
 		n.sess.Renewed()
 		n.leaseSeq.Store(n.sess.Seq())
 		s.m.renewals.Inc()
@@ -906,8 +921,14 @@ func (c *conn) lease(i int, n *vnode, now time.Time, registered bool, due int64)
 func (c *conn) sendStatus(i int, n *vnode, now time.Time, registered bool) {
 	s := c.sim
 	changed := registered || !n.sentStatus || n.memSent != (n.flags.Load()&flagMemPressure != 0)
-	st := s.status(i, n, now)
-	if c.send(n, stream.StatusRequest(st)) {
+	st := s.status(i, n, s.stamp(now))
+	req := stream.StatusRequest(st)
+	if s.cfg.Record != nil && n.flags.Load()&flagPartitioned == 0 {
+		// Recorded before it is sent, with the number send will give it:
+		// an ack can then never arrive for a status not yet on file.
+		s.cfg.Record.Status(s.Name(i), n.gen, n.sess.Seq()+1, st)
+	}
+	if c.send(n, req) {
 		s.m.statuses.Inc()
 	}
 	n.sentStatus = true
