@@ -66,6 +66,9 @@ type stream struct {
 	ackShard uint8       // the sender of its lease acks (acksend.go)
 	closed   atomic.Bool // the handler returns: no Send may start
 	first    atomic.Bool // the first message arrived (register timeout)
+	// moveAsked: Rebalance asked the reporter to move (counted as
+	// accepted when the reporter then ends the stream).
+	moveAsked atomic.Bool
 
 	mu       sync.Mutex
 	out      []*collectorv1.ReportResponse // commands waiting to be sent (≤ SendQueue)
