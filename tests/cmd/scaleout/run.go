@@ -75,7 +75,6 @@ type stack struct {
 	bin        func(string) string
 	etcdEPs    string
 	collectors []*procutil.Proc
-	colArgs    [][]string
 	others     []*procutil.Proc
 	start      time.Time
 	csv        *os.File

@@ -13,7 +13,6 @@ package cache
 
 import (
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
-	"github.com/nodepulse/nodepulse/services/nodestore"
 )
 
 // slot is one name's parts. A free slot has name "".
@@ -25,15 +24,6 @@ type slot struct {
 	lease              *nodev1.Lease
 	health             *nodev1.NodeHealth
 	metaRev, healthRev int64
-}
-
-// isIndexed reports whether k's records are kept in the slots.
-func isIndexed(k nodestore.Kind) bool {
-	switch k {
-	case nodestore.Nodes, nodestore.Statuses, nodestore.Leases, nodestore.Health:
-		return true
-	}
-	return false
 }
 
 // touchLocked brings name's slot up to date with the kinds' maps and the
