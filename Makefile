@@ -19,7 +19,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/nodepulse/nodepulse/services/version.Version=$(VERSION)
 # Every Go module of the workspace (go test ./... does not cross go.work modules).
 MODULES := $(shell go list -m -f '{{.Dir}}')
-BINARIES := etcd collector monitor reporter nodepulse localstack bench fleetsim simbench robustness
+BINARIES := etcd collector monitor reporter nodepulse localstack bench fleetsim simbench robustness scaleout
 
 .PHONY: help
 help: ## show this help
@@ -53,6 +53,7 @@ build: ## build every binary into bin/ (static, CGO_ENABLED=0)
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/fleetsim ./tests/cmd/fleetsim
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/simbench ./tests/cmd/simbench
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/robustness ./tests/cmd/robustness
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/scaleout ./tests/cmd/scaleout
 
 .PHONY: run
 run: build ## start etcd, collector, monitor and a reporter for this machine; Ctrl-C stops all
@@ -89,6 +90,14 @@ SEED     ?= 0
 .PHONY: robustness
 robustness: build ## randomized fault suite, ~11 min: DURATION=10m of faults at NODES=2000 (SEED=N replays a schedule)
 	bin/robustness --bin-dir bin --out .run/robustness --duration $(DURATION) --nodes $(NODES) --seed $(SEED)
+
+.PHONY: bench-scaleout
+bench-scaleout: build ## scale-out run: 3 collectors, 2 monitors, etcd ×3, 50,000 nodes at one connection each; kill and restart a collector; nodes per collector to .run/scaleout/ (~15 min)
+	bin/scaleout --bin-dir bin
+
+.PHONY: bench-scaleout-quick
+bench-scaleout-quick: build ## scale-out smoke test (CI): 1,500 nodes, the same stages short, < 2 min, fails only on broken plumbing
+	bin/scaleout --bin-dir bin --quick --out .run/scaleout/quick
 
 .PHONY: test
 test: kubectl ## run every test of every module (unit, store conformance, integration, e2e)

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/nodepulse/nodepulse/collector/internal/balance"
 	"github.com/nodepulse/nodepulse/collector/internal/feed"
 	"github.com/nodepulse/nodepulse/collector/internal/gcboost"
 	"github.com/nodepulse/nodepulse/collector/internal/ingest"
@@ -93,6 +94,7 @@ type Config struct {
 	Ingest  ingest.Config
 	Persist persist.Config
 	Feed    feed.Config
+	Balance balance.Config
 
 	// Store, when set, is used instead of connecting to --etcd.endpoints
 	// (tests: memstore or an embedded etcd). The collector does not close it.
@@ -124,6 +126,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.GCPercent, "runtime.gc-percent", 75, "Go GC target percentage for this process when the GOGC environment variable is not set (0: Go's default, 100); lower keeps less memory per connected node, for more frequent collections, each of which delays renewals while it runs")
 	fs.IntVar(&c.GCPercentBacklog, "runtime.gc-percent-backlog", 200, "Go GC target while registrations are backlogged (a fleet reconnecting at once), back to --runtime.gc-percent 10 s after the backlog is gone; ≤ --runtime.gc-percent disables (not applied when GOGC is set)")
 
+	bc := balance.DefaultConfig()
+	fs.DurationVar(&c.Balance.Interval, "balance.interval", bc.Interval, "publish this collector's load (attached nodes, --max-streams) in discovery this often, and ask reporters to move when it holds more than its share of the fleet (0 disables both)")
+	fs.Float64Var(&c.Balance.Tolerance, "balance.tolerance", bc.Tolerance, "ask reporters to move only while holding more than the fair share × (1 + this)")
+	fs.Float64Var(&c.Balance.MaxFraction, "balance.max-fraction", bc.MaxFraction, "ask at most this fraction of the attached reporters to move in one --balance.interval, each at a random moment within it")
 	fs.IntVar(&c.Ingest.MaxStreams, "max-streams", ic.MaxStreams, "open Report streams at most; more are refused with ResourceExhausted")
 	fs.DurationVar(&c.Ingest.Limits.MaxClockSkew, "max-clock-skew", ic.Limits.MaxClockSkew, "timestamps (renewTime, condition times) may be at most this far in the collector's future")
 	fs.Float64Var(&c.Ingest.MessagesPerSecond, "limits.messages-per-second", ic.MessagesPerSecond, "per-node token bucket rate of Report messages (a reporter on defaults sends ~0.2/s)")
@@ -161,6 +167,10 @@ func (c *Config) Validate() error {
 	}
 	if c.SessionTTL < time.Second {
 		errs = append(errs, fmt.Errorf("--collector.session-ttl (%s) must be at least 1s", c.SessionTTL))
+	}
+	if c.Balance.Interval < 0 || c.Balance.Tolerance < 0 || c.Balance.MaxFraction <= 0 || c.Balance.MaxFraction > 1 {
+		errs = append(errs, fmt.Errorf("--balance.interval (%s) and --balance.tolerance (%g) must not be negative, --balance.max-fraction (%g) must be in (0, 1]",
+			c.Balance.Interval, c.Balance.Tolerance, c.Balance.MaxFraction))
 	}
 	if c.GCPercent < 0 {
 		errs = append(errs, fmt.Errorf("--runtime.gc-percent (%d) must not be negative (to run without a GC target, set GOGC=off with GOMEMLIMIT)", c.GCPercent))
@@ -205,6 +215,7 @@ type App struct {
 	sess   nodestore.Session
 
 	gc *gcboost.Booster // nil unless Main runs the GC target boost
+	bm *balanceMetrics
 }
 
 // New builds a collector and listens on its ports at once (":0" works;
@@ -218,6 +229,9 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	}
 	a := &App{cfg: cfg, lg: lg}
 	var err error
+	if a.bm, err = newBalanceMetrics(reg); err != nil {
+		return nil, err
+	}
 	if a.store, a.closeStore, err = etcdstore.Open(cfg.Store, cfg.Etcd, lg); err != nil {
 		return nil, err
 	}
@@ -311,7 +325,7 @@ func (a *App) Run(ctx context.Context) error {
 	// drained need them. They stop only after the server has.
 	bg, stopBG := context.WithCancel(context.Background())
 	var bgWG sync.WaitGroup
-	loops := []func(context.Context) error{a.persist.Run, a.feed.Run, a.ingest.Run, a.pods.Run, a.readiness, a.register, a.peers}
+	loops := []func(context.Context) error{a.persist.Run, a.feed.Run, a.ingest.Run, a.pods.Run, a.readiness, a.register, a.peers, a.balance}
 	if a.gc != nil {
 		loops = append(loops, a.gc.Run)
 	}

@@ -94,11 +94,13 @@ type Config struct {
 	BaselineSteps string
 	BaselineRamp  float64
 	BaselineHold  time.Duration
-	StepHold      time.Duration
-	BaselineWork  int
-	BaselineConns int
-	Profile       bool
-	ProfileFor    time.Duration
+	// BaselineCompaction: the writer's --compaction-interval.
+	BaselineCompaction time.Duration
+	StepHold           time.Duration
+	BaselineWork       int
+	BaselineConns      int
+	Profile            bool
+	ProfileFor         time.Duration
 	// ProfileGoroutines: with Profile, also dump every process's
 	// goroutines after each stage's CPU profile.
 	ProfileGoroutines bool
@@ -142,8 +144,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Baseline, "baseline", true, "run the Kubernetes-style baseline stages")
 	fs.StringVar(&c.BaselineSteps, "baseline-steps", "10000,25000,50000,100000", "baseline node counts to step through in ascending order together with N (each held --step-hold; N is held --baseline-hold and compared with nodepulse)")
 	fs.Float64Var(&c.BaselineRamp, "baseline-ramp-rate", 5000, "baseline writer: new Leases created per second when it steps up")
-	fs.DurationVar(&c.BaselineHold, "baseline-hold", 60*time.Second, "baseline stage duration at N")
-	fs.DurationVar(&c.StepHold, "step-hold", 30*time.Second, "duration of each baseline step below N")
+	fs.DurationVar(&c.BaselineHold, "baseline-hold", 150*time.Second, "baseline stage duration at N (longer than --baseline-compaction-interval, so the stage includes a compaction)")
+	fs.DurationVar(&c.StepHold, "step-hold", 90*time.Second, "duration of each baseline step below N (longer than --baseline-compaction-interval, so the stage includes a compaction)")
+	fs.DurationVar(&c.BaselineCompaction, "baseline-compaction-interval", time.Minute, "baseline writer: compact etcd this often, as kube-apiserver's --etcd-compaction-interval (5m by default there; 0: never)")
 	fs.IntVar(&c.BaselineWork, "baseline-workers", 256, "baseline writer: concurrent Txns in flight at most (the API server's etcd client concurrency)")
 	fs.IntVar(&c.BaselineConns, "baseline-clients", 8, "baseline writer: etcd client connections")
 	fs.BoolVar(&c.Profile, "profile", os.Getenv("PROFILE") == "1", "fetch CPU and heap profiles of every process per stage (also PROFILE=1)")
@@ -181,6 +184,7 @@ func (c *Config) ApplyQuick(set map[string]bool) {
 	def("restart-wait", func() { c.RestartWait = 3 * time.Second })
 	def("baseline-steps", func() { c.BaselineSteps = "" })
 	def("baseline-hold", func() { c.BaselineHold = 10 * time.Second })
+	def("baseline-compaction-interval", func() { c.BaselineCompaction = 4 * time.Second })
 	def("profile-seconds", func() { c.ProfileFor = 5 * time.Second })
 }
 

@@ -4,6 +4,7 @@
 package bench
 
 import (
+	"bytes"
 	"container/heap"
 	"context"
 	"encoding/json"
@@ -20,6 +21,11 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodepulse/nodepulse/services/run"
 )
@@ -44,6 +50,10 @@ type WriterConfig struct {
 	RampRate   float64
 	NamePrefix string
 	KeyPrefix  string
+	// CompactionInterval: compact etcd this often, as kube-apiserver does
+	// (--etcd-compaction-interval, 5 min by default), to the revision of
+	// the previous tick; 0 never.
+	CompactionInterval time.Duration
 }
 
 func (c *WriterConfig) registerFlags(fs *flag.FlagSet) {
@@ -54,21 +64,24 @@ func (c *WriterConfig) registerFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Interval, "interval", 10*time.Second, "lease renew interval")
 	fs.Float64Var(&c.Jitter, "jitter", 0.04, "renew interval jitter factor (kubelet: 0.04)")
 	fs.Float64Var(&c.RampRate, "ramp-rate", 5000, "new nodes per second when the target grows")
+	fs.DurationVar(&c.CompactionInterval, "compaction-interval", time.Minute, "compact etcd this often to the revision of the previous compaction tick, as kube-apiserver's --etcd-compaction-interval (0: never)")
 	fs.StringVar(&c.NamePrefix, "name-prefix", "k8s-node-", "node names are <prefix><index>")
 	fs.StringVar(&c.KeyPrefix, "key-prefix", "/registry/leases/kube-node-lease/", "etcd key prefix of the Lease objects")
 }
 
 // WriterStats is the cumulative state of the writer, served on /stats.
 type WriterStats struct {
-	Target    int          `json:"target"`
-	Active    int          `json:"active"`
-	Created   uint64       `json:"created"`
-	Renewals  uint64       `json:"renewals"`
-	Errors    uint64       `json:"errors"`
-	Conflicts uint64       `json:"conflicts"`
-	Bytes     uint64       `json:"bytes"`
-	LeaseSize int          `json:"leaseSize"`
-	Latency   HistSnapshot `json:"latency"` // due time until the Txn answered
+	Target    int    `json:"target"`
+	Active    int    `json:"active"`
+	Created   uint64 `json:"created"`
+	Renewals  uint64 `json:"renewals"`
+	Errors    uint64 `json:"errors"`
+	Conflicts uint64 `json:"conflicts"`
+	// Compactions done so far (CompactionInterval).
+	Compactions uint64       `json:"compactions"`
+	Bytes       uint64       `json:"bytes"`
+	LeaseSize   int          `json:"leaseSize"`
+	Latency     HistSnapshot `json:"latency"` // due time until the Txn answered
 }
 
 type wnode struct {
@@ -105,15 +118,44 @@ type writer struct {
 	wake                                      chan struct{}
 	hist                                      Histogram
 	created, renewals, errs, conflicts, bytes atomic.Uint64
+	compactions                               atomic.Uint64
 }
 
-// leaseJSON renders a node's Lease the way the API server stores it in
-// JSON: metadata with uid, resourceVersion, ownerReferences and the
-// kubelet's managedFields, and the spec. ~560 bytes.
-func leaseJSON(name string, idx int, now time.Time) []byte {
-	ts := now.UTC().Format("2006-01-02T15:04:05.000000Z")
-	return fmt.Appendf(nil, `{"kind":"Lease","apiVersion":"coordination.k8s.io/v1","metadata":{"name":%q,"namespace":"kube-node-lease","uid":"%08x-5c1e-4b7a-9d2f-%012x","creationTimestamp":"2025-01-01T00:00:00Z","ownerReferences":[{"apiVersion":"v1","kind":"Node","name":%q,"uid":"%08x-0f3a-4c55-8e21-%012x"}],"managedFields":[{"manager":"kubelet","operation":"Update","apiVersion":"coordination.k8s.io/v1","time":"2025-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:ownerReferences":{}},"f:spec":{"f:holderIdentity":{},"f:leaseDurationSeconds":{},"f:renewTime":{}}}}]},"spec":{"holderIdentity":%q,"leaseDurationSeconds":40,"renewTime":%q}}`,
-		name, idx, idx, name, idx+7, idx+7, name, ts)
+// leaseCodec encodes Leases as kube-apiserver stores built-in types in
+// etcd: protobuf, in the "k8s\x00" envelope (a runtime.Unknown carrying the
+// apiVersion and kind) that k8s.io/apimachinery's protobuf serializer
+// writes. JSON (728 B) would flatter the comparison: the API server never
+// stores a built-in type that way.
+var leaseCodec = func() runtime.Encoder {
+	sch := runtime.NewScheme()
+	if err := coordinationv1.AddToScheme(sch); err != nil {
+		panic(err)
+	}
+	return protobuf.NewSerializer(sch, sch)
+}()
+
+// leaseProto renders a node's Lease as the API server stores it: metadata
+// with uid, ownerReferences and the kubelet's managedFields, and the spec,
+// in the protobuf envelope (leaseCodec).
+func leaseProto(name string, idx int, now time.Time) []byte {
+	created := metav1.NewTime(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	renew := metav1.NewMicroTime(now)
+	holder, dur := name, int32(40)
+	l := &coordinationv1.Lease{
+		TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-node-lease", CreationTimestamp: created,
+			UID:             types.UID(fmt.Sprintf("%08x-5c1e-4b7a-9d2f-%012x", idx, idx)),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: name, UID: types.UID(fmt.Sprintf("%08x-0f3a-4c55-8e21-%012x", idx+7, idx+7))}},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "coordination.k8s.io/v1",
+				Time: &created, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:ownerReferences":{}},"f:spec":{"f:holderIdentity":{},"f:leaseDurationSeconds":{},"f:renewTime":{}}}`)}},
+		},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur, RenewTime: &renew},
+	}
+	var b bytes.Buffer
+	if err := leaseCodec.Encode(l, &b); err != nil {
+		panic(fmt.Sprintf("encode lease: %v", err)) // a fixed, valid object: cannot fail
+	}
+	return b.Bytes()
 }
 
 // RunWriter is the "k8s-writer" subcommand of the bench tool.
@@ -164,6 +206,7 @@ func RunWriter(ctx context.Context, args []string) error {
 		go func() { defer wg.Done(); w.work(ctx, w.clients[i%len(w.clients)], work) }()
 	}
 	go w.grow(ctx)
+	go w.compact(ctx)
 	w.schedule(ctx, work)
 	close(work)
 	wg.Wait()
@@ -172,8 +215,33 @@ func RunWriter(ctx context.Context, args []string) error {
 
 func (w *writer) stats() WriterStats {
 	return WriterStats{Target: int(w.target.Load()), Active: int(w.active.Load()), Created: w.created.Load(), Renewals: w.renewals.Load(),
-		Errors: w.errs.Load(), Conflicts: w.conflicts.Load(), Bytes: w.bytes.Load(),
-		LeaseSize: len(leaseJSON(w.cfg.NamePrefix+"000000", 0, time.Now())), Latency: w.hist.Snapshot()}
+		Errors: w.errs.Load(), Conflicts: w.conflicts.Load(), Compactions: w.compactions.Load(), Bytes: w.bytes.Load(),
+		LeaseSize: len(leaseProto(w.cfg.NamePrefix+"000000", 0, time.Now())), Latency: w.hist.Snapshot()}
+}
+
+// compact compacts etcd every CompactionInterval to the revision read at
+// the previous tick, as the API server's compactor does, so a baseline
+// stage pays for compactions as a Kubernetes control plane does.
+func (w *writer) compact(ctx context.Context) {
+	if w.cfg.CompactionInterval <= 0 {
+		return
+	}
+	c := w.clients[0]
+	var prev int64
+	run.Every(ctx, w.cfg.CompactionInterval, func() {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		resp, err := c.Get(rctx, "compact_rev_key")
+		if err != nil {
+			return
+		}
+		if prev > 0 {
+			if _, err := c.Compact(rctx, prev); err == nil {
+				w.compactions.Add(1)
+			}
+		}
+		prev = resp.Header.Revision
+	})
 }
 
 // grow activates nodes up to the target at the ramp rate; each is due at
@@ -250,7 +318,7 @@ func (w *writer) work(ctx context.Context, c *clientv3.Client, in <-chan dueNode
 		}
 		name := fmt.Sprintf("%s%06d", w.cfg.NamePrefix, idx)
 		key := w.cfg.KeyPrefix + name
-		val := leaseJSON(name, idx, time.Now())
+		val := leaseProto(name, idx, time.Now())
 		w.mu.Lock()
 		n := w.nodes[idx]
 		w.mu.Unlock()

@@ -445,7 +445,7 @@ func (r *Report) Markdown(w io.Writer, chartPath string) {
 		}
 	}
 	if r.LeaseSize > 0 {
-		p("- Baseline Lease object: %d bytes of JSON per write (coordination.k8s.io/v1 with managedFields), one etcd Txn (compare mod_revision, put) per renewal.\n", r.LeaseSize)
+		p("- Baseline Lease object: %d bytes per write (coordination.k8s.io/v1 with managedFields, protobuf in the API server's `k8s\\x00` storage envelope), one etcd Txn (compare mod_revision, put) per renewal.\n", r.LeaseSize)
 	}
 	if len(r.Problems) > 0 {
 		p("\nProblems seen:\n\n")

@@ -1000,7 +1000,7 @@ func (r *runner) baseline(ctx context.Context) error {
 	}
 	w, err := r.startProc("writer", self, "k8s-writer", "--etcd="+strings.TrimPrefix(r.etcdURL, "http://"), "--listen="+r.writerAddr,
 		"--clients="+fmt.Sprint(c.BaselineConns), "--workers="+fmt.Sprint(c.BaselineWork), "--interval="+c.RenewInterval().String(),
-		"--ramp-rate="+fmt.Sprint(c.BaselineRamp))
+		"--ramp-rate="+fmt.Sprint(c.BaselineRamp), "--compaction-interval="+c.BaselineCompaction.String())
 	if err != nil {
 		return err
 	}
@@ -1039,6 +1039,7 @@ func (r *runner) baseline(ctx context.Context) error {
 		if n == c.Nodes {
 			r.profile(ctx, "baseline", hold)
 		}
+		w0 := r.writerStats(ctx)
 		b0 := r.takeSnap(ctx)
 		if err := r.sleep(ctx, hold, "etcd", "writer"); err != nil {
 			return err
@@ -1046,6 +1047,9 @@ func (r *runner) baseline(ctx context.Context) error {
 		b1 := r.takeSnap(ctx)
 		s := r.addStage(name, "baseline", n, b0, b1, nil)
 		s.Note = note
+		if w1 := r.writerStats(ctx); w0 != nil && w1 != nil && c.BaselineCompaction > 0 && w1.Compactions == w0.Compactions {
+			s.Note = strings.TrimPrefix(s.Note+"; no compaction within the stage (--step-hold or --baseline-hold below --baseline-compaction-interval)", "; ")
+		}
 		if i == len(steps)-1 {
 			s.EtcdKeys = r.etcdKeys(ctx)
 		}

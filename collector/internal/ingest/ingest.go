@@ -815,6 +815,9 @@ func (s *Server) detach(st *stream, end error) {
 	s.mu.Unlock()
 	code := status.Code(end)
 	s.m.detached.WithLabelValues(code.String()).Inc()
+	if st.moveAsked.Load() && (code == codes.OK || code == codes.Canceled) {
+		s.m.movesAccepted.Inc()
+	}
 	if s.table.Detach(st.name, st.gen) {
 		if ce := s.lg.Check(zap.InfoLevel, "node detached"); ce != nil {
 			ce.Write(zap.String("node", st.name), zap.Uint64("gen", st.gen), zap.Stringer("code", code), zap.NamedError("reason", end))

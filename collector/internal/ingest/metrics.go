@@ -19,6 +19,8 @@ type metrics struct {
 	detached   *prometheus.CounterVec
 	waiting    prometheus.Counter
 	queued     prometheus.Counter
+	// Rebalancing (rebalance.go).
+	movesRequested, movesAccepted prometheus.Counter
 
 	// Children resolved once: the per-message path does no label lookup.
 	leaseOK, statusOK, statusUnchanged, statusBusy, statusUnavailable, leavingOK prometheus.Counter
@@ -41,6 +43,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"WAITING feed events: a node's reporter (authorized for it) sent its Register, or was refused before it for capacity, so the monitors hear it is alive while it is not attached."),
 		queued: metric.Counter("nodepulse_collector_registers_told_queued_total",
 			"Registers that were told they wait in the registration queue (Command.register_queued) because the expected wait was --registration.queued-after or more."),
+		movesRequested: metric.Counter("nodepulse_collector_balance_moves_requested_total",
+			"Reporters this collector asked to reconnect to another collector because it held more than its share of the fleet (Reconnect, spec §20)."),
+		movesAccepted: metric.Counter("nodepulse_collector_balance_moves_accepted_total",
+			"Reporters asked to move for balance whose stream then ended from their side (they reconnected elsewhere, or back here)."),
 	}
 	m.leaseOK = m.messages.WithLabelValues("lease", "ok")
 	m.statusOK = m.messages.WithLabelValues("status", "ok")
@@ -48,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.statusBusy = m.messages.WithLabelValues("status", "busy")
 	m.statusUnavailable = m.messages.WithLabelValues("status", "unavailable")
 	m.leavingOK = m.messages.WithLabelValues("leaving", "ok")
-	if err := metric.Register(reg, m.streams, m.pending, m.messages, m.validation, m.rejected, m.detached, m.waiting, m.queued); err != nil {
+	if err := metric.Register(reg, m.streams, m.pending, m.messages, m.validation, m.rejected, m.detached, m.waiting, m.queued, m.movesRequested, m.movesAccepted); err != nil {
 		return nil, err
 	}
 	return m, nil

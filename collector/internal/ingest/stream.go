@@ -69,6 +69,9 @@ type stream struct {
 	// pendingPeer is the peer this stream counts against while it has
 	// not registered (peers.go); nil from its stored Register on.
 	pendingPeer atomic.Pointer[string]
+	// moveAsked: Rebalance asked the reporter to move (counted as
+	// accepted when the reporter then ends the stream).
+	moveAsked atomic.Bool
 
 	mu       sync.Mutex
 	out      []*collectorv1.ReportResponse // commands waiting to be sent (≤ SendQueue)

@@ -36,7 +36,16 @@ type CollectorInfo struct {
 	// Version of the collector binary.
 	Version string `protobuf:"bytes,4,opt,name=version,proto3" json:"version,omitempty"`
 	// Draining is set when the collector is shutting down.
-	Draining      bool `protobuf:"varint,5,opt,name=draining,proto3" json:"draining,omitempty"`
+	Draining bool `protobuf:"varint,5,opt,name=draining,proto3" json:"draining,omitempty"`
+	// ConnectedNodes is how many nodes are attached to it (Report streams
+	// registered), as of load_time; republished every balance interval, so
+	// that collectors can compare their loads (spec §20.1).
+	ConnectedNodes uint32 `protobuf:"varint,6,opt,name=connected_nodes,json=connectedNodes,proto3" json:"connected_nodes,omitempty"`
+	// Capacity is how many Report streams it accepts (--ingest.max-streams):
+	// its fair share of the fleet is in proportion to it.
+	Capacity uint32 `protobuf:"varint,7,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// LoadTime is when connected_nodes was counted (the collector's clock).
+	LoadTime      *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=load_time,json=loadTime,proto3" json:"load_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -106,18 +115,42 @@ func (x *CollectorInfo) GetDraining() bool {
 	return false
 }
 
+func (x *CollectorInfo) GetConnectedNodes() uint32 {
+	if x != nil {
+		return x.ConnectedNodes
+	}
+	return 0
+}
+
+func (x *CollectorInfo) GetCapacity() uint32 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *CollectorInfo) GetLoadTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LoadTime
+	}
+	return nil
+}
+
 var File_nodepulse_collector_v1_registry_proto protoreflect.FileDescriptor
 
 const file_nodepulse_collector_v1_registry_proto_rawDesc = "" +
 	"\n" +
-	"%nodepulse/collector/v1/registry.proto\x12\x16nodepulse.collector.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\x01\n" +
+	"%nodepulse/collector/v1/registry.proto\x12\x16nodepulse.collector.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\x02\n" +
 	"\rCollectorInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\ffeed_address\x18\x02 \x01(\tR\vfeedAddress\x129\n" +
 	"\n" +
 	"start_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\tR\aversion\x12\x1a\n" +
-	"\bdraining\x18\x05 \x01(\bR\bdrainingB\xec\x01\n" +
+	"\bdraining\x18\x05 \x01(\bR\bdraining\x12'\n" +
+	"\x0fconnected_nodes\x18\x06 \x01(\rR\x0econnectedNodes\x12\x1a\n" +
+	"\bcapacity\x18\a \x01(\rR\bcapacity\x127\n" +
+	"\tload_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\bloadTimeB\xec\x01\n" +
 	"\x1acom.nodepulse.collector.v1B\rRegistryProtoP\x01ZEgithub.com/nodepulse/nodepulse/gen/nodepulse/collector/v1;collectorv1\xa2\x02\x03NCX\xaa\x02\x16Nodepulse.Collector.V1\xca\x02\x16Nodepulse\\Collector\\V1\xe2\x02\"Nodepulse\\Collector\\V1\\GPBMetadata\xea\x02\x18Nodepulse::Collector::V1b\x06proto3"
 
 var (
@@ -139,11 +172,12 @@ var file_nodepulse_collector_v1_registry_proto_goTypes = []any{
 }
 var file_nodepulse_collector_v1_registry_proto_depIdxs = []int32{
 	1, // 0: nodepulse.collector.v1.CollectorInfo.start_time:type_name -> google.protobuf.Timestamp
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	1, // 1: nodepulse.collector.v1.CollectorInfo.load_time:type_name -> google.protobuf.Timestamp
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_nodepulse_collector_v1_registry_proto_init() }

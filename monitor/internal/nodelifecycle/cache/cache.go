@@ -113,6 +113,11 @@ func ParseVersion(s string) (Version, error) {
 
 // Entry is the cached state of one node.
 type Entry struct {
+	// ID is the node's slot in the cache's index: dense (0 up to about
+	// the number of nodes), stable while any record of the node exists, and
+	// reused for another name after they are all gone. A caller keeping
+	// per-node state in a slice indexed by ID must check the name.
+	ID   int
 	Name string
 	// Node as served (merged).
 	Node *nodev1.Node
@@ -144,15 +149,20 @@ type Cache struct {
 	mu     sync.RWMutex
 	objs   map[nodestore.Kind]map[string]nodestore.Object
 	merged map[string]*nodev1.Node
+	// ids, slots, free: the node index (index.go).
+	ids   map[string]int32
+	slots []slot
+	free  []int32
 	// namesGen counts the changes to the set of served names (under mu);
-	// sorted is those names in order as of sortedGen (under sortMu, which
-	// AppendEntries takes while it holds mu for reading). A health pass
-	// lists every node in order every few seconds; sorting 100,000 names
-	// each time was a quarter of a pass that changed nothing, and the set
-	// of names rarely changes.
+	// sorted is their slots in name order as of sortedGen (under sortMu,
+	// which AppendEntries takes while it holds mu for reading). A health
+	// pass lists every node in order every few seconds; sorting 100,000
+	// names each time was a quarter of a pass that changed nothing, and the
+	// set of names rarely changes (a slot keeps its id while its node
+	// exists, so the order stays valid until the set changes).
 	namesGen  uint64
 	sortMu    sync.Mutex
-	sorted    []string
+	sorted    []int32
 	sortedGen uint64
 	rev       int64
 	synced    bool
@@ -183,7 +193,7 @@ func New(s Store, cfg Config, lg *zap.Logger) *Cache {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	c := &Cache{store: s, cfg: cfg, lg: lg.Named("cache"), merged: map[string]*nodev1.Node{}, changed: make(chan struct{}), byNode: map[string]map[string]bool{}}
+	c := &Cache{store: s, cfg: cfg, lg: lg.Named("cache"), merged: map[string]*nodev1.Node{}, ids: map[string]int32{}, changed: make(chan struct{}), byNode: map[string]map[string]bool{}}
 	c.objs = map[nodestore.Kind]map[string]nodestore.Object{}
 	for _, k := range Kinds {
 		c.objs[k] = map[string]nodestore.Object{}
@@ -303,6 +313,17 @@ func (c *Cache) relist(ctx context.Context) (int64, error) {
 	}
 	c.relists++
 	c.applyLocked(rev, names)
+	// Every name the old or the fresh list has: slots of names gone are
+	// freed, the others refreshed.
+	for n := range c.ids {
+		names[n] = true
+	}
+	for n := range fresh[nodestore.Leases] {
+		names[n] = true
+	}
+	for n := range names {
+		c.touchLocked(n)
+	}
 	// Pods: emit the differences between the old and the fresh list, so pod
 	// watchers and the evictor see a relist as ordinary changes.
 	c.objs[nodestore.Pods] = oldPods
@@ -352,6 +373,7 @@ func (c *Cache) apply(b nodestore.WatchBatch) {
 	for i < len(b.Events) {
 		r := b.Events[i].Object.ModRevision
 		names := map[string]bool{}
+		var leases []string
 		pods := map[string]bool{}
 		next := map[string]nodestore.Object{}
 		objKeys := map[objectKey]bool{}
@@ -390,9 +412,18 @@ func (c *Cache) apply(b nodestore.WatchBatch) {
 			switch o.Kind {
 			case nodestore.Nodes, nodestore.Statuses, nodestore.Health:
 				names[o.Name] = true
+			case nodestore.Leases:
+				leases = append(leases, o.Name)
 			}
 		}
 		c.applyLocked(r, names)
+		// After applyLocked: a slot holds the merged node too.
+		for n := range names {
+			c.touchLocked(n)
+		}
+		for _, n := range leases {
+			c.touchLocked(n)
+		}
 		if len(pods) > 0 {
 			fresh := make(map[string]nodestore.Object, len(c.objs[nodestore.Pods])+len(next))
 			for n := range pods {
@@ -560,28 +591,26 @@ func (c *Cache) Entries() ([]Entry, int64) {
 func (c *Cache) AppendEntries(dst []Entry) ([]Entry, int64) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	// The kinds' maps are looked up once, not per node.
-	ks := c.kindsLocked()
 	out := slices.Grow(dst, len(c.merged))
-	for _, name := range c.sortedNamesRLocked() {
-		out = append(out, ks.entry(name, c.merged[name]))
+	for _, id := range c.sortedIDsRLocked() {
+		out = append(out, c.entryAt(id))
 	}
 	return out, c.rev
 }
 
-// sortedNamesRLocked returns the served names in order; mu must be held
-// (for reading at least). The slice is never modified after it is
-// returned: a change of the names makes a new one.
-func (c *Cache) sortedNamesRLocked() []string {
+// sortedIDsRLocked returns the slots of the served nodes in name order;
+// mu must be held (for reading at least). The slice is never modified
+// after it is returned: a change of the names makes a new one.
+func (c *Cache) sortedIDsRLocked() []int32 {
 	c.sortMu.Lock()
 	defer c.sortMu.Unlock()
 	if c.sorted == nil || c.sortedGen != c.namesGen {
-		names := make([]string, 0, len(c.merged))
+		ids := make([]int32, 0, len(c.merged))
 		for name := range c.merged {
-			names = append(names, name)
+			ids = append(ids, c.ids[name])
 		}
-		slices.Sort(names)
-		c.sorted, c.sortedGen = names, c.namesGen
+		slices.SortFunc(ids, func(a, b int32) int { return strings.Compare(c.slots[a].name, c.slots[b].name) })
+		c.sorted, c.sortedGen = ids, c.namesGen
 	}
 	return c.sorted
 }
@@ -593,32 +622,15 @@ func (c *Cache) kindsLocked() kinds {
 	return kinds{c.objs[nodestore.Nodes], c.objs[nodestore.Statuses], c.objs[nodestore.Leases], c.objs[nodestore.Health]}
 }
 
-func (ks kinds) entry(name string, n *nodev1.Node) Entry {
-	e := Entry{Name: name, Node: n}
-	if o, ok := ks.nodes[name]; ok {
-		e.Meta, e.MetaRev = o.Value.(*nodev1.Node), o.ModRevision
-	}
-	e.Status, _ = ks.statuses[name].Value.(*nodev1.NodeStatus)
-	e.Lease, _ = ks.leases[name].Value.(*nodev1.Lease)
-	if o, ok := ks.health[name]; ok {
-		e.Health, e.HealthRev = o.Value.(*nodev1.NodeHealth), o.ModRevision
-	}
-	return e
-}
-
 // Entry returns the cached state of one node.
 func (c *Cache) Entry(name string) (Entry, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	n, ok := c.merged[name]
-	if !ok {
+	id, ok := c.ids[name]
+	if !ok || c.slots[id].node == nil {
 		return Entry{}, false
 	}
-	return c.entryLocked(name, n), true
-}
-
-func (c *Cache) entryLocked(name string, n *nodev1.Node) Entry {
-	return c.kindsLocked().entry(name, n)
+	return c.entryAt(id), true
 }
 
 // OrphanHealth lists health records whose node no longer exists.

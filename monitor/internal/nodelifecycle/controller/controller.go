@@ -100,12 +100,76 @@ type Liveness interface {
 	AllStale() bool
 }
 
+// liveRefs is a Liveness that hands out a handle on each node's record, so
+// that a pass reads it without a lookup by name (*liveness.Tracker does).
+type liveRefs interface {
+	Ref(name string) liveness.Ref
+	NodeOf(r liveness.Ref) liveness.Node
+}
+
+// stateLocked returns the state of the node in e, by its slot in the
+// cache's index; nil when the controller does not know it.
+func (c *Controller) stateLocked(e *cache.Entry) *nodeState {
+	if e.ID >= 0 && e.ID < len(c.byID) {
+		if st := c.byID[e.ID]; st != nil && st.name == e.Name {
+			return st
+		}
+	}
+	st := c.nodes[e.Name]
+	if st != nil {
+		c.indexLocked(e.ID, st) // the slot changed since (a relist)
+	}
+	return st
+}
+
+// indexLocked files st under slot id.
+func (c *Controller) indexLocked(id int, st *nodeState) {
+	if id < 0 {
+		return
+	}
+	if st.id >= 0 && st.id < len(c.byID) && c.byID[st.id] == st {
+		c.byID[st.id] = nil
+	}
+	if id >= len(c.byID) {
+		c.byID = append(c.byID, make([]*nodeState, id+1-len(c.byID))...)
+	}
+	c.byID[id] = st
+	st.id = id
+}
+
+// forgetLocked drops the state of a deleted node.
+func (c *Controller) forgetLocked(st *nodeState) {
+	delete(c.nodes, st.name)
+	if st.id >= 0 && st.id < len(c.byID) && c.byID[st.id] == st {
+		c.byID[st.id] = nil
+	}
+}
+
+// liveLocked is what the feed tracker knows of the node.
+func (c *Controller) liveLocked(st *nodeState) liveness.Node {
+	lr, ok := c.live.(liveRefs)
+	if !ok {
+		return c.live.Node(st.name)
+	}
+	if !st.hasLive {
+		st.live, st.hasLive = lr.Ref(st.name), true
+	}
+	return lr.NodeOf(st.live)
+}
+
 // nodeState is what the leader keeps of one node between passes. It is one
 // map entry so that judging a node looks its name up once: a pass judges
 // every node every few seconds, and at 100,000 nodes the lookups in the
 // separate maps this replaced (zone, record, last Ready status, seen in
 // this pass) were a third of a pass's CPU.
 type nodeState struct {
+	// name is the node's, id its slot in the cache's index (byID).
+	name string
+	id   int
+	// live is the node's record in the feed tracker, when it hands them
+	// out (liveRefs): a pass reads it without looking the name up.
+	live    liveness.Ref
+	hasLive bool
 	// zone is the node's zone key, excluded whether it is left out of
 	// the zone disruption states; both derive from the labels of the
 	// node's nodes/ record and are recomputed when its revision (metaRev)
@@ -164,8 +228,12 @@ type Controller struct {
 	fence       nodestore.Fence
 	leaderSince time.Time
 	paused      string // reason, "" when judging
-	// nodes: what the leader keeps of every node it knows (see nodeState).
+	// nodes: what the leader keeps of every node it knows (see nodeState),
+	// by name and by the node's slot in the cache's index (byID; nil
+	// where unknown): a pass finds each node's state by its slot, and
+	// looks the name up only when the slot changed hands.
 	nodes      map[string]*nodeState
+	byID       []*nodeState
 	queues     map[string]*lifecycle.RateLimitedQueue
 	disruption zones.Disruption
 	pending    map[string]pendingHealth
@@ -363,9 +431,12 @@ func (c *Controller) begin(f nodestore.Fence, now time.Time) {
 	// failover never flaps NoExecute taints.
 	entries, _ := c.cache.Entries()
 	c.nodes = make(map[string]*nodeState, len(entries))
+	c.byID = nil
 	for _, e := range entries {
 		z := nodemodel.ZoneKey(e.Node.GetMetadata().GetLabels())
-		c.nodes[e.Name] = &nodeState{zone: z, queue: c.queueLocked(z, now)}
+		st := &nodeState{name: e.Name, id: -1, zone: z, queue: c.queueLocked(z, now)}
+		c.nodes[e.Name] = st
+		c.indexLocked(e.ID, st)
 	}
 	c.m.leader.Set(1)
 	c.m.leaderChanges.Inc()
@@ -376,7 +447,7 @@ func (c *Controller) end() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.leading = false
-	c.nodes, c.queues, c.pending, c.podRetry = nil, nil, nil, nil
+	c.nodes, c.byID, c.queues, c.pending, c.podRetry = nil, nil, nil, nil, nil
 	close(c.leadDone)
 	close(c.leaderCh)
 	c.leaderCh = make(chan struct{})

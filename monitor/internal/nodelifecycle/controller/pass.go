@@ -141,7 +141,7 @@ func (c *Controller) Pass(ctx context.Context) error {
 		}
 		c.lg.Info("node deleted", zap.String("node", name))
 		c.eventLocked(now, name, "", "Normal", "RemovingNode", fmt.Sprintf("Removing Node %s from Controller", name))
-		delete(c.nodes, name)
+		c.forgetLocked(st)
 		if q := c.queues[st.zone]; q != nil {
 			q.Remove(name)
 		}
@@ -222,11 +222,12 @@ func (c *Controller) NodeUpdates(ctx context.Context, cursor cache.Version) (cac
 // marking (§6.3).
 func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]string, stale *int) (*healthWrite, *podCheck) {
 	name := v.Name
-	st := c.nodes[name]
+	st := c.stateLocked(&v.Entry)
 	known := st != nil
 	if !known {
-		st = &nodeState{}
+		st = &nodeState{name: name, id: -1}
 		c.nodes[name] = st
+		c.indexLocked(v.ID, st)
 	}
 	st.seen = c.passGen
 	old, oldQueue := st.zone, st.queue
@@ -241,7 +242,7 @@ func (c *Controller) judgeLocked(now time.Time, v view, zones map[string][]strin
 		st.queue = c.queueLocked(zone, now)
 	}
 
-	hb := liveness.Merge(c.live.Node(name), v.Lease, v.Status, liveness.Grants{Since: c.leaderSince, Epoch: c.epoch})
+	hb := liveness.Merge(c.liveLocked(st), v.Lease, v.Status, liveness.Grants{Since: c.leaderSince, Epoch: c.epoch})
 	d := lifecycle.Judge(c.cfg.Lifecycle, now, &lifecycle.JudgeInput{
 		Name: name, Meta: v.Meta, Status: v.Status, Health: v.health, Node: v.Node,
 		Heartbeat: hb, Record: st.rec, New: !known, PodRetry: c.podRetry[name],

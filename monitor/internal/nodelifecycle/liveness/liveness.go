@@ -116,6 +116,8 @@ type feed struct {
 }
 
 type node struct {
+	// ref is the record's index in Tracker.refs.
+	ref        Ref
 	renewals   uint64
 	renewTime  time.Time
 	observedAt time.Time
@@ -144,7 +146,11 @@ type Tracker struct {
 	mu    sync.Mutex
 	feeds map[string]*feed
 	nodes map[string]*node
-	wg    sync.WaitGroup
+	// refs holds every node record in the order they were made: a Ref is
+	// an index into it. Records are never removed (a node's liveness
+	// outlives its records in etcd for as long as the monitor runs).
+	refs []*node
+	wg   sync.WaitGroup
 
 	batches *prometheus.CounterVec
 }
@@ -338,11 +344,7 @@ func (t *Tracker) batch(id string, f *feed, b *collectorv1.WatchLivenessResponse
 		if name == "" {
 			continue
 		}
-		nd := t.nodes[name]
-		if nd == nil {
-			nd = &node{}
-			t.nodes[name] = nd
-		}
+		nd := t.nodeLocked(name)
 		switch ev.GetKind() {
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_ATTACHED, collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_RENEWED:
 			t.attachLocked(nd, id)
@@ -449,6 +451,38 @@ func (t *Tracker) staleLocked(f *feed, now time.Time) bool {
 	return now.Sub(f.lastBatch) > time.Duration(t.cfg.StaleBatches)*f.interval
 }
 
+// nodeLocked returns name's record, made when absent.
+func (t *Tracker) nodeLocked(name string) *node {
+	nd := t.nodes[name]
+	if nd == nil {
+		nd = &node{ref: Ref(len(t.refs))}
+		t.nodes[name] = nd
+		t.refs = append(t.refs, nd)
+	}
+	return nd
+}
+
+// Ref is a handle on one node's record in a Tracker (Tracker.Ref).
+type Ref int32
+
+// Ref returns a handle on name's record, made when absent (an empty record
+// reads as Node{}, as an unknown name does). The controller keeps one per
+// node, so a health pass reads 100,000 records without looking up their
+// names.
+func (t *Tracker) Ref(name string) Ref {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.nodeLocked(name).ref
+}
+
+// NodeOf is Node for the record r refers to.
+func (t *Tracker) NodeOf(r Ref) Node {
+	now := t.cfg.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.nodeOfLocked(t.refs[r], now)
+}
+
 // Node returns what the tracker knows about a node.
 func (t *Tracker) Node(name string) Node {
 	now := t.cfg.Now()
@@ -458,6 +492,10 @@ func (t *Tracker) Node(name string) Node {
 	if nd == nil {
 		return Node{}
 	}
+	return t.nodeOfLocked(nd, now)
+}
+
+func (t *Tracker) nodeOfLocked(nd *node, now time.Time) Node {
 	out := Node{Renewals: nd.renewals, RenewTime: nd.renewTime, ObservedAt: nd.observedAt, Collector: nd.collector, Epoch: nd.epoch,
 		Blind: t.blindLocked(nd), QuietUntil: nd.quietUntil, StatusHeartbeat: nd.statusHB, StatusObservedAt: nd.statusAt}
 	if f := t.feeds[nd.collector]; f != nil && t.staleLocked(f, now) {
