@@ -254,7 +254,7 @@ type App struct {
 	compact    *compactor.Compactor
 	defrag     *defrag.Defragmenter
 	grpc       *grpcserver.Server
-	kube       *kubeServer // nil: the Kubernetes-compatible API is off
+	kube       *kubeServer       // nil: the Kubernetes-compatible API is off
 	server     *bootstrap.Server // the admin endpoint, and what Run runs
 }
 
