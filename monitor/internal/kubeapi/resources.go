@@ -100,7 +100,7 @@ func (s *Server) listNodes(ctx context.Context, _ string, sel selectors.Selector
 		}
 		return p, nil
 	}
-	req := &nodev1.ListNodesRequest{LabelSelector: sel.Labels.String(), PageSize: int32(limit), PageToken: cont}
+	req := &nodev1.ListNodesRequest{LabelSelector: sel.LabelString(), PageSize: int32(limit), PageToken: cont}
 	if v, ok := sel.RequiredField("spec.unschedulable"); ok {
 		b := v == "true"
 		req.Unschedulable = &b
@@ -178,7 +178,7 @@ func podObject(p *podv1.Pod) (object, error) {
 
 func (s *Server) listPods(ctx context.Context, ns string, sel selectors.Selectors, limit int, cont string) (page, error) {
 	node, _ := sel.RequiredField("spec.nodeName")
-	req := &podv1.ListPodsRequest{Namespace: ns, NodeName: node, LabelSelector: sel.Labels.String(), PageSize: int32(limit), PageToken: cont}
+	req := &podv1.ListPodsRequest{Namespace: ns, NodeName: node, LabelSelector: sel.LabelString(), PageSize: int32(limit), PageToken: cont}
 	var p page
 	for {
 		resp, err := s.b.Pods.ListPods(ctx, req)
@@ -377,7 +377,7 @@ func workloadObject(w *npappsv1.Workload) (object, error) {
 
 func (s *Server) listWorkloads(kind npappsv1.WorkloadKind) func(context.Context, string, selectors.Selectors, int, string) (page, error) {
 	return func(ctx context.Context, ns string, sel selectors.Selectors, _ int, _ string) (page, error) {
-		req := &npappsv1.ListWorkloadsRequest{Kind: kind, Namespace: ns, LabelSelector: sel.Labels.String()}
+		req := &npappsv1.ListWorkloadsRequest{Kind: kind, Namespace: ns, LabelSelector: sel.LabelString()}
 		var p page
 		for {
 			resp, err := s.b.Workloads.ListWorkloads(ctx, req)

@@ -85,7 +85,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, newErr(404, "NotFound", fmt.Sprintf("the server could not find the requested resource (%s %s)", r.Method, r.URL.Path)))
 		return
 	}
-	if res.namespaced != (req.namespace != "" || req.allNamespaces) {
+	if !res.namespaced && req.namespace != "" {
 		writeErr(w, newErr(404, "NotFound", "the server could not find the requested resource"))
 		return
 	}

@@ -95,7 +95,13 @@ func (s *Server) patchNode(w http.ResponseWriter, r *http.Request, name string) 
 	if rv := want.ResourceVersion; rv != old.ResourceVersion {
 		return newErr(409, metav1.StatusReasonConflict, fmt.Sprintf(`Operation cannot be fulfilled on nodes %q: the object has been modified; please apply your changes to the latest version and try again (resourceVersion %s, current %s)`, name, rv, old.ResourceVersion))
 	}
-	if err := onlyWritable(old, want); err != nil {
+	// Compare like with like: the original after the same JSON round trip
+	// (times lose their sub-second part in JSON).
+	oldRT := &corev1.Node{}
+	if err := json.Unmarshal(orig, oldRT); err != nil {
+		return err
+	}
+	if err := onlyWritable(oldRT, want); err != nil {
 		return err
 	}
 	if r.URL.Query().Get("dryRun") != "" {

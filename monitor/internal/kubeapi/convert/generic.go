@@ -11,12 +11,12 @@ package convert
 
 import (
 	"fmt"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -58,7 +58,9 @@ func scalar(fd protoreflect.FieldDescriptor, v protoreflect.Value) any {
 		msg := v.Message()
 		switch t := msg.Interface().(type) {
 		case *timestamppb.Timestamp:
-			return t.AsTime().UTC().Format(time.RFC3339)
+			// Micro precision: MicroTime fields (lease times) need it, and
+			// Time fields parse it as RFC 3339.
+			return t.AsTime().UTC().Format(metav1.RFC3339Micro)
 		case *durationpb.Duration:
 			return t.AsDuration().String()
 		}

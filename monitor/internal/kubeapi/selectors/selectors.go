@@ -70,6 +70,14 @@ func (s Selectors) Everything() bool {
 	return (s.Labels == nil || s.Labels.Empty()) && (s.Fields == nil || s.Fields.Empty())
 }
 
+// LabelString is the label selector as text ("" for none).
+func (s Selectors) LabelString() string {
+	if s.Labels == nil {
+		return ""
+	}
+	return s.Labels.String()
+}
+
 // RequiredField returns the value an exact requirement on field demands
 // ("", false when there is none), to narrow a list before filtering.
 func (s Selectors) RequiredField(field string) (string, bool) {
