@@ -99,13 +99,26 @@ func TestKubectl(t *testing.T) {
 			}
 		}
 	}
+	// row is the fields of the output line whose first field is first.
+	row := func(out, first string) []string {
+		t.Helper()
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == first {
+				return f
+			}
+		}
+		t.Fatalf("no row %q in:\n%s", first, out)
+		return nil
+	}
 	nodes := slices.Sorted(slices.Values(o.nodes3))
 	x := nodes[0]
 
 	out := must("get", "nodes")
 	contains(out, "NAME", "STATUS", "ROLES", "AGE", "VERSION")
 	for _, n := range nodes {
-		contains(out, n+"   Ready")
+		if f := row(out, n); f[1] != "Ready" || f[2] != "<none>" {
+			t.Fatalf("row of %s: %q", n, f)
+		}
 	}
 	if strings.Contains(out, "INTERNAL-IP") {
 		t.Fatalf("wide columns without -o wide:\n%s", out)
@@ -134,7 +147,9 @@ func TestKubectl(t *testing.T) {
 	})
 
 	contains(must("cordon", x), "node/"+x+" cordoned")
-	contains(must("get", "node", x), "Ready,SchedulingDisabled")
+	if f := row(must("get", "node", x), x); f[1] != "Ready,SchedulingDisabled" {
+		t.Fatalf("cordoned row: %q", f)
+	}
 	contains(must("uncordon", x), "node/"+x+" uncordoned")
 	contains(must("taint", "nodes", x, "dedicated=db:NoSchedule"), "node/"+x+" tainted")
 	contains(must("get", "node", x, "-o", "jsonpath={.spec.taints}"), `"key":"dedicated"`, `"value":"db"`)
@@ -227,7 +242,9 @@ func TestKubectl(t *testing.T) {
 	out = must("get", "leases", "-n", "kube-node-lease")
 	contains(out, "NAME", "HOLDER", "AGE")
 	for _, n := range nodes {
-		contains(out, n+"   "+n)
+		if f := row(out, n); f[1] != n {
+			t.Fatalf("lease row of %s: %q", n, f)
+		}
 	}
 	out = must("get", "events", "--field-selector", "involvedObject.name="+x)
 	contains(out, "LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE", "node/"+x)
