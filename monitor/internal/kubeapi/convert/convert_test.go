@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
@@ -57,5 +58,34 @@ func TestLeaseAndBudget(t *testing.T) {
 	}
 	if b.Spec.MaxUnavailable == nil || *b.Spec.MaxUnavailable != intstr.FromString("50%") || b.Spec.MinAvailable != nil {
 		t.Fatalf("budget %+v", b.Spec)
+	}
+}
+
+// TestFastNodeMatchesGeneric: the hand-written node conversion gives what
+// the generic one gives.
+func TestFastNodeMatchesGeneric(t *testing.T) {
+	at := timestamppb.New(time.Date(2026, 3, 4, 5, 6, 7, 123456789, time.UTC))
+	grace := int64(30)
+	n := &nodev1.Node{
+		Metadata: &nodev1.ObjectMeta{Name: "n", Uid: "u", Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"c": "d"}, CreationTimestamp: at,
+			ResourceVersion: "7", DeletionTimestamp: at, DeletionGracePeriodSeconds: &grace, Generation: 2,
+			OwnerReferences: []*nodev1.OwnerReference{{ApiVersion: "v1", Kind: "X", Name: "x", Uid: "ux", Controller: true}}},
+		Spec: &nodev1.NodeSpec{Unschedulable: true, ProviderId: "p", Taints: []*nodev1.Taint{{Key: "k", Value: "v", Effect: "NoExecute", TimeAdded: at}, {Key: "k2", Effect: "NoSchedule"}}},
+		Status: &nodev1.NodeStatus{Capacity: map[string]string{"cpu": "2", "memory": "24683584Ki"}, Allocatable: map[string]string{"pods": "110"},
+			Conditions: []*nodev1.NodeCondition{{Type: "Ready", Status: "True", LastHeartbeatTime: at, LastTransitionTime: at, Reason: "r", Message: "m"}},
+			Addresses:  []*nodev1.NodeAddress{{Type: "InternalIP", Address: "10.0.0.1"}, {Type: "Hostname", Address: "n"}},
+			NodeInfo: &nodev1.NodeSystemInfo{MachineId: "m", SystemUuid: "s", BootId: "b", KernelVersion: "k", OsImage: "o", ContainerRuntimeVersion: "c",
+				ReporterVersion: "v", OperatingSystem: "linux", Architecture: "amd64"},
+			DaemonEndpoints: &nodev1.NodeDaemonEndpoints{ReporterEndpoint: &nodev1.DaemonEndpoint{Port: 9192}}},
+	}
+	for _, in := range []*nodev1.Node{n, {Metadata: &nodev1.ObjectMeta{Name: "bare"}}} {
+		slow, err := genericNode(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast := fastNode(in)
+		if !equality.Semantic.DeepEqual(slow, fast) {
+			t.Fatalf("fast conversion differs:\nfast %+v\nslow %+v", fast, slow)
+		}
 	}
 }
