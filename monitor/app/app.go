@@ -25,6 +25,7 @@ import (
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	policyv1 "github.com/nodepulse/nodepulse/gen/nodepulse/policy/v1"
 	"github.com/nodepulse/nodepulse/monitor/internal/api"
+	"github.com/nodepulse/nodepulse/monitor/internal/kubeapi"
 	"github.com/nodepulse/nodepulse/monitor/internal/kubemetrics"
 	"github.com/nodepulse/nodepulse/monitor/internal/maintenance/compactor"
 	"github.com/nodepulse/nodepulse/monitor/internal/maintenance/defrag"
@@ -125,6 +126,9 @@ type Config struct {
 	// kubemetrics; Leading is set by New).
 	KubeMetrics kubemetrics.Config
 
+	// KubeAPI is the Kubernetes-compatible HTTP API (package kubeapi).
+	KubeAPI KubeAPIConfig
+
 	// Store, when set, is used instead of connecting to --etcd.endpoints
 	// (tests). The monitor does not close it.
 	Store nodestore.Store `json:"-"`
@@ -186,6 +190,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Defrag.FreePercent, "etcd.defrag-free-percent", dd.FreePercent, "a member is due when at least this percentage of its file is free pages (db size minus db size in use)")
 	fs.Float64Var(&c.Defrag.GrowthPercent, "etcd.defrag-growth-percent", dd.GrowthPercent, "a member is also due when its bytes in use grew this percentage beyond the smallest figure seen since its last defragmentation and then stopped growing (within 1 percent over five looks, about five minutes): partly empty pages, which compaction leaves and etcd counts as in use, show only that way")
 	fs.DurationVar(&c.Defrag.MinInterval, "etcd.defrag-min-interval", dd.MinInterval, "never defragment one member twice within this")
+	c.KubeAPI.RegisterFlags(fs)
 	fs.StringVar(&c.OperatorToken, "auth.operator-token", "", "plaintext mode only: bearer token required for changes (cordon, taint, delete); without it anyone may change nodes")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "upper bound of the whole shutdown sequence")
 	fs.StringVar(&c.KubeMetrics.Mode, "metrics.kube-state", kubemetrics.ModeLeader,
@@ -244,6 +249,9 @@ func (c *Config) Validate() error {
 	if c.ProgressInterval <= 0 || c.WatchStaleAfter <= c.ProgressInterval {
 		errs = append(errs, fmt.Errorf("--monitor.watch-stale-after (%s) must exceed --monitor.progress-interval (%s)", c.WatchStaleAfter, c.ProgressInterval))
 	}
+	if c.KubeAPI.Insecure && (c.KubeAPI.TLSCert != "" || c.KubeAPI.TLSKey != "") {
+		errs = append(errs, errors.New("--kube-api.insecure and --kube-api.tls-cert/--kube-api.tls-key exclude each other"))
+	}
 	if c.OperatorToken != "" && !c.GRPC.TLS.Insecure {
 		errs = append(errs, errors.New("--auth.operator-token only applies with --grpc.insecure; with TLS, operators present certificates"))
 	}
@@ -266,6 +274,7 @@ type App struct {
 	compact    *compactor.Compactor
 	defrag     *defrag.Defragmenter
 	grpc       *grpcserver.Server
+	kube       *kubeServer       // nil: the Kubernetes-compatible API is off
 	server     *bootstrap.Server // the admin endpoint, and what Run runs
 }
 
@@ -349,10 +358,21 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	}
 	nodeAPI := api.New(a.store, a.cache, lifecycleView{a.ctl, a.store}, a.live, lg, nil)
 	nodeAPI.SetEvictor(a.evict)
+	podAPI := api.NewPodServer(a.store, a.cache, a.evict, cfg.Admission, lg, nil)
+	workloadAPI := api.NewWorkloadServer(a.store, a.cache, lg, nil)
+	budgetAPI := api.NewBudgetServer(a.store, a.cache, lg, nil)
 	nodev1.RegisterNodeServiceServer(a.grpc, nodeAPI)
-	podv1.RegisterPodServiceServer(a.grpc, api.NewPodServer(a.store, a.cache, a.evict, cfg.Admission, lg, nil))
-	appsv1.RegisterWorkloadServiceServer(a.grpc, api.NewWorkloadServer(a.store, a.cache, lg, nil))
-	policyv1.RegisterDisruptionBudgetServiceServer(a.grpc, api.NewBudgetServer(a.store, a.cache, lg, nil))
+	podv1.RegisterPodServiceServer(a.grpc, podAPI)
+	appsv1.RegisterWorkloadServiceServer(a.grpc, workloadAPI)
+	policyv1.RegisterDisruptionBudgetServiceServer(a.grpc, budgetAPI)
+	a.kube, err = newKubeServer(cfg.KubeAPI, cfg.GRPC.TLS, kubeapi.Backends{
+		Nodes: nodeAPI, Pods: podAPI, Workloads: workloadAPI, Budgets: budgetAPI,
+		Auth: api.Authorizer{Plaintext: cfg.KubeAPI.Insecure, OperatorToken: cfg.OperatorToken, Log: lg.Named("kube-api.auth")},
+	}, lg, registerer)
+	if err != nil {
+		a.grpc.Stop()
+		return nil, a.closeOnErr(err)
+	}
 	if a.server, err = bootstrap.NewServer(cfg.Admin, lg, reg); err != nil {
 		a.grpc.Stop()
 		return nil, a.closeOnErr(err)
@@ -405,6 +425,15 @@ func (a *App) GRPCAddr() string { return a.grpc.Addr().String() }
 // AdminAddr is the bound admin address ("" when disabled).
 func (a *App) AdminAddr() string { return a.server.AdminAddr() }
 
+// KubeAPIAddr is the bound address of the Kubernetes-compatible API ("" when
+// it is off).
+func (a *App) KubeAPIAddr() string {
+	if a.kube == nil {
+		return ""
+	}
+	return a.kube.ln.Addr().String()
+}
+
 // ID of this replica.
 func (a *App) ID() string { return a.cfg.ID }
 
@@ -444,6 +473,9 @@ func (a *App) Run(ctx context.Context) error {
 	g.Add("compactor", run.Func(a.compact.Run))
 	g.Add("defrag", run.Func(a.defrag.Run))
 	g.Add("grpc", a.grpc)
+	if a.kube != nil {
+		g.Add("kube-api", a.kube)
+	}
 	g.Add("serving", run.Func(a.serving))
 	err := g.Run(ctx, a.cfg.ShutdownTimeout)
 	a.lg.Info("monitor stopped")

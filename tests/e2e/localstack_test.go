@@ -93,18 +93,19 @@ func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 // The logs of its processes, and of the reporters a test adds, are files in
 // logDir; a failed test prints their tails.
 type localStack struct {
-	t      *testing.T
-	bin    string
-	base   int    // collector gRPC; monitor gRPC +1; admin ports +100..+102, +103 for an added reporter
-	node   string // the name of localstack's own reporter's node
-	data   string
-	logDir string
-	pids   map[string]int // from localstack's "all ready" line
-	out    syncBuffer
-	cmd    *exec.Cmd
-	exited chan error
-	nodes  nodev1.NodeServiceClient
-	pods   podv1.PodServiceClient
+	t        *testing.T
+	bin      string
+	base     int // collector gRPC; monitor gRPC +1; kube API +3; admin ports +100..+102, +103 for an added reporter
+	etcdPort int
+	node     string // the name of localstack's own reporter's node
+	data     string
+	logDir   string
+	pids     map[string]int // from localstack's "all ready" line
+	out      syncBuffer
+	cmd      *exec.Cmd
+	exited   chan error
+	nodes    nodev1.NodeServiceClient
+	pods     podv1.PodServiceClient
 
 	stopOnce sync.Once
 	stopErr  error
@@ -119,7 +120,8 @@ func startLocalStack(t *testing.T, prefix string, args ...string) *localStack {
 	t.Helper()
 	s := &localStack{t: t, bin: binaries.Dir(t), data: t.TempDir(), pids: map[string]int{}, exited: make(chan error, 1)}
 	etcdPort := freePorts(t, 0, 1)
-	s.base = freePorts(t, 0, 1, 100, 101, 102, 103)
+	s.etcdPort = etcdPort
+	s.base = freePorts(t, 0, 1, 3, 100, 101, 102, 103)
 	s.node = s.name(prefix)
 	s.logDir = filepath.Join(s.data, "logs")
 	s.cmd = exec.Command(filepath.Join(s.bin, "localstack"), append([]string{

@@ -38,7 +38,8 @@ const synopsis = `localstack — run the whole nodepulse pipeline on this machin
 Usage: localstack [flags]
 
 Starts etcd (127.0.0.1:<etcd-port>), a collector (gRPC 127.0.0.1:9090, admin :9190),
-a monitor (gRPC 127.0.0.1:9091, admin :9191) and a reporter for this machine (admin
+a monitor (gRPC 127.0.0.1:9091, admin :9191, Kubernetes-compatible API in plaintext
+127.0.0.1:9093 for kubectl) and a reporter for this machine (admin
 :9192), with the default --base-port, in
 plaintext development mode, then shows the nodes as the monitor serves them.
 Ctrl-C stops everything.`
@@ -121,7 +122,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		{"collector", "http://" + addr(bp+100) + "/readyz", append([]string{"--grpc.insecure", "--grpc.listen-address=" + addr(bp),
 			"--admin.listen-address=" + addr(bp+100), "--etcd.endpoints=" + addr(cfg.etcdPort), "--log.format=console"}, cfg.extraCollector...)},
 		{"monitor", "http://" + addr(bp+101) + "/readyz", append([]string{"--grpc.insecure", "--collector.insecure", "--grpc.listen-address=" + addr(bp+1),
-			"--admin.listen-address=" + addr(bp+101), "--etcd.endpoints=" + addr(cfg.etcdPort), "--log.format=console"}, monitorArgs(cfg)...)},
+			"--admin.listen-address=" + addr(bp+101), "--etcd.endpoints=" + addr(cfg.etcdPort), "--log.format=console",
+			"--kube-api.insecure", "--kube-api.listen-address=" + addr(bp+3)}, monitorArgs(cfg)...)},
 		{"reporter", "http://" + addr(bp+102) + "/readyz", append([]string{"--collector.insecure", "--collector.addresses=" + addr(bp),
 			"--admin.listen-address=" + addr(bp+102), "--node-name=" + cfg.nodeName, "--log.format=console"}, reporterArgs(cfg)...)},
 	}

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright The nodepulse Authors
+
+package table
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestNodeStatusAndRoles(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	node := func(ready corev1.ConditionStatus, cordoned bool, labels map[string]string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: labels, CreationTimestamp: metav1.Time{Time: now.Add(-90 * time.Minute)}}}
+		if ready != "" {
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}
+		}
+		n.Spec.Unschedulable = cordoned
+		return n
+	}
+	for _, c := range []struct {
+		n    *corev1.Node
+		want string
+	}{
+		{node(corev1.ConditionTrue, false, nil), "Ready <none> 90m"},
+		{node(corev1.ConditionTrue, true, map[string]string{"node-role.kubernetes.io/worker": "", "node-role.kubernetes.io/infra": ""}), "Ready,SchedulingDisabled infra,worker 90m"},
+		{node(corev1.ConditionUnknown, false, map[string]string{"kubernetes.io/role": "master"}), "NotReady master 90m"},
+		{node(corev1.ConditionFalse, true, nil), "NotReady,SchedulingDisabled <none> 90m"},
+		{node("", false, nil), "Unknown <none> 90m"},
+	} {
+		tb := New("nodes")
+		Add(tb, now, c.n, c.n.ObjectMeta)
+		r := tb.Rows[0].Cells
+		if got := fmt.Sprintf("%v %v %v", r[1], r[2], r[3]); got != c.want {
+			t.Errorf("got %q, want %q", got, c.want)
+		}
+		if len(r) != len(tb.ColumnDefinitions) {
+			t.Errorf("%d cells for %d columns", len(r), len(tb.ColumnDefinitions))
+		}
+	}
+}
+
+func TestPodRows(t *testing.T) {
+	now := time.Now()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Spec: corev1.PodSpec{NodeName: "x"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+	tb := New("pods")
+	Add(tb, now, p, p.ObjectMeta)
+	ts := metav1.Now()
+	p2 := p.DeepCopy()
+	p2.DeletionTimestamp = &ts
+	p2.Status.Conditions = nil
+	Add(tb, now, p2, p2.ObjectMeta)
+	p3 := p.DeepCopy()
+	p3.Status.Phase = corev1.PodSucceeded
+	Add(tb, now, p3, p3.ObjectMeta)
+	got := fmt.Sprint(tb.Rows[0].Cells[1:3], tb.Rows[0].Cells[6], tb.Rows[1].Cells[1:3], len(tb.Rows[2].Conditions))
+	if got != "[1/1 Running]x[0/1 Terminating] 1" {
+		t.Fatalf("pod rows %s", got)
+	}
+	if md := tb.Rows[0].Object.Object.(*metav1.PartialObjectMetadata); md.Namespace != "ns" {
+		t.Fatalf("row object namespace %q (kubectl -A needs it)", md.Namespace)
+	}
+}
