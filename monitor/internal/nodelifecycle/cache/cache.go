@@ -564,10 +564,10 @@ func (c *Cache) Nodes() ([]*nodev1.Node, Version) {
 	// The sorted names are kept between calls: a paged list (kubectl's
 	// chunks of 500) calls this once a page, and sorting 100,000 nodes
 	// each time was most of a page's cost.
-	names := c.sortedNamesRLocked()
-	out := make([]*nodev1.Node, len(names))
-	for i, name := range names {
-		out[i] = c.merged[name]
+	ids := c.sortedIDsRLocked()
+	out := make([]*nodev1.Node, len(ids))
+	for i, id := range ids {
+		out[i] = c.merged[c.slots[id].name]
 	}
 	return out, c.versionLocked()
 }
