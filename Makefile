@@ -158,10 +158,10 @@ certs: ## create a development CA and certificates in .tmp/certs, and .tmp/certs
 	@# nodepulse-local (current): make run and docker compose, both PLAINTEXT on 127.0.0.1.
 	@# nodepulse-local-mtls: a stack started with these certificates (monitor --grpc.tls-*).
 	go run ./monitor/cmd/nodepulse kubeconfig --kubeconfig .tmp/certs/kubeconfig --context nodepulse-local-mtls --set-current=false \
-		--server https://127.0.0.1:6443 --grpc-server 127.0.0.1:9091 \
+		--server https://127.0.0.1:9093 --grpc-server 127.0.0.1:9091 \
 		--ca .tmp/certs/ca.crt --cert .tmp/certs/operator-admin.crt --key .tmp/certs/operator-admin.key
 	go run ./monitor/cmd/nodepulse kubeconfig --kubeconfig .tmp/certs/kubeconfig --context nodepulse-local \
-		--server http://127.0.0.1:6443 --grpc-server 127.0.0.1:9091
+		--server http://127.0.0.1:9093 --grpc-server 127.0.0.1:9091
 	@echo "try: kubectl --kubeconfig .tmp/certs/kubeconfig get nodes   (and: bin/nodepulse --kubeconfig .tmp/certs/kubeconfig get nodes)"
 
 .PHONY: clean
