@@ -58,19 +58,28 @@ run: build ## start etcd, collector, monitor and a reporter for this machine; Ct
 	bin/localstack --bin-dir bin
 
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo 'docker compose' || echo docker-compose)
+# One image tag for `make images`, `make up`, docker-compose.yml and the docs:
+# NODEPULSE_IMAGE_TAG (default dev), read from the environment by make and by
+# compose alike, so `docker compose up -d` after `make images` finds the
+# images it just built and never tries a registry.
+NODEPULSE_IMAGE_TAG ?= dev
+export NODEPULSE_IMAGE_TAG
+# TIMERS=short layers deploy/compose/short-timers.yml (grace period 8s).
+TIMERS ?=
+COMPOSE_FILES := -f docker-compose.yml $(if $(filter short,$(TIMERS)),-f deploy/compose/short-timers.yml)
 
 .PHONY: images
-images: ## build container images nodepulse/{etcd,collector,monitor,reporter}:$(VERSION) (FROM scratch, no registry)
-	deploy/build-images.sh $(VERSION)
+images: ## build container images nodepulse/{etcd,collector,monitor,reporter}:$(NODEPULSE_IMAGE_TAG) (FROM scratch, no registry)
+	deploy/build-images.sh $(NODEPULSE_IMAGE_TAG)
 
 .PHONY: up
-up: images ## start the docker compose stack (PLAINTEXT dev mode, ports on 127.0.0.1)
-	NODEPULSE_IMAGE_TAG=$(VERSION) $(COMPOSE) up -d
+up: images ## start the docker compose stack (PLAINTEXT dev mode, ports on 127.0.0.1); TIMERS=short for an 8s grace period
+	$(COMPOSE) $(COMPOSE_FILES) up -d
 	@echo "try: grpcurl -plaintext 127.0.0.1:9091 nodepulse.node.v1.NodeService/ListNodes"
 
 .PHONY: down
 down: ## stop the docker compose stack and delete its etcd volumes
-	$(COMPOSE) down -v --remove-orphans
+	$(COMPOSE) $(COMPOSE_FILES) down -v --remove-orphans
 
 .PHONY: bench
 bench: build ## scale benchmark: 100,000 nodes vs the Kubernetes write path; report in .run/bench/ (PROFILE=1 for profiles)
