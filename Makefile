@@ -9,6 +9,9 @@ STATICCHECK_VERSION := v0.8.2
 GRPCURL_VERSION     := v1.9.4
 # kubectl for the Kubernetes-API tests, built from tests/kubectl (its own module, outside go.work).
 KUBECTL_VERSION     := v1.37.2
+# Deployment checks (make check-deploy): promtool for the alert rules, helm for the chart.
+PROMTOOL_VERSION    := v0.316.0
+HELM_VERSION        := v3.22.0
 
 TOOLS   := $(CURDIR)/.tmp/bin
 BUF     := $(TOOLS)/buf
@@ -33,6 +36,29 @@ $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 $(TOOLS)/grpcurl:
 	GOBIN=$(TOOLS) go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+
+.PHONY: deploy-tools
+deploy-tools: $(TOOLS)/promtool $(TOOLS)/helm ## install pinned promtool and helm into .tmp/bin (for check-deploy)
+$(TOOLS)/promtool:
+	GOBIN=$(TOOLS) go install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
+$(TOOLS)/helm:
+	GOBIN=$(TOOLS) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+HELM_CHART := deploy/helm/nodepulse
+# Non-default values: every optional part on (ServiceMonitor, PrometheusRule,
+# cert-manager), another monitoring namespace, fixed collector replicas.
+HELM_TEST_VALUES := $(HELM_CHART)/ci/all-on-values.yaml
+
+.PHONY: check-deploy
+check-deploy: $(TOOLS)/promtool $(TOOLS)/helm bin/kubectl ## alert rules (promtool check + test), helm lint/template, kustomize builds, and the manifest tests that decode it all into k8s.io/api types
+	$(TOOLS)/promtool check rules deploy/prometheus/alerts.yml
+	$(TOOLS)/promtool test rules deploy/prometheus/alerts_test.yml
+	$(TOOLS)/helm lint --strict $(HELM_CHART)
+	$(TOOLS)/helm lint --strict $(HELM_CHART) -f $(HELM_TEST_VALUES)
+	$(TOOLS)/helm template nodepulse $(HELM_CHART) --namespace nodepulse >/dev/null
+	$(TOOLS)/helm template nodepulse $(HELM_CHART) --namespace nodepulse -f $(HELM_TEST_VALUES) >/dev/null
+	@for d in deploy/kubernetes/base deploy/kubernetes/overlays/*/; do echo "kubectl kustomize $$d"; bin/kubectl kustomize $$d >/dev/null; done
+	cd tests && NODEPULSE_REQUIRE_DEPLOY_TOOLS=1 HELM=$(TOOLS)/helm go test -count=1 ./manifests/
 
 .PHONY: kubectl
 kubectl: bin/kubectl ## build an unmodified kubectl $(KUBECTL_VERSION) from the k8s.io/kubectl module into bin/kubectl (tests use it)
