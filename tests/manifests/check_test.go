@@ -43,11 +43,18 @@ var kinds = map[string]struct {
 	"NetworkPolicy":           {"networking.k8s.io/v1", func() any { return &networkingv1.NetworkPolicy{} }},
 	"PriorityClass":           {"scheduling.k8s.io/v1", func() any { return &schedulingv1.PriorityClass{} }},
 	"Role":                    {"rbac.authorization.k8s.io/v1", func() any { return &rbacv1.Role{} }},
+	// Custom resources (crds_test.go), only in the optional components.
+	"ServiceMonitor": {"monitoring.coreos.com/v1", func() any { return &serviceMonitor{} }},
+	"PodMonitor":     {"monitoring.coreos.com/v1", func() any { return &podMonitor{} }},
+	"PrometheusRule": {"monitoring.coreos.com/v1", func() any { return &prometheusRule{} }},
+	"Issuer":         {"cert-manager.io/v1", func() any { return &issuer{} }},
+	"Certificate":    {"cert-manager.io/v1", func() any { return &certificate{} }},
 }
 
 // secretNames are the Secrets the manifests may mount; each is documented in
 // docs/operations.md (Kubernetes section) with the command that creates it.
-var secretNames = []string{"nodepulse-server-tls", "nodepulse-ca"}
+// The cert-manager component gives collectors and monitors their own.
+var secretNames = []string{"nodepulse-server-tls", "nodepulse-ca", "nodepulse-collector-tls", "nodepulse-monitor-tls"}
 
 // object is one rendered manifest, decoded into its k8s.io/api type.
 type object struct {
@@ -303,6 +310,10 @@ func check(objs []object) []string {
 			}
 		}
 	}
+	_, mp := checkMonitoring(objs)
+	p = append(p, mp...)
+	p = append(p, checkCertificates(objs)...)
+
 	// Admin ports serve /metrics and /debug/pprof: only Prometheus's
 	// namespace may reach them, never every namespace or every address.
 	for _, np := range policies {
