@@ -74,7 +74,7 @@ func checkCertificates(objs []object) []string {
 // TestCertManagerOverlay: every Secret is written by cert-manager, the
 // server certificates name what clients verify, and the reporter's node
 // identity is untouched (CN system:node:<node> certificates are per node,
-// outside the pods: docs/adr/0031-cert-manager-node-certificates.md).
+// outside the pods: docs/adr/0022-cert-manager-node-certificates.md).
 func TestCertManagerOverlay(t *testing.T) {
 	objs, problems := renderAndCheck(t, filepath.Join(repoRoot(t), "deploy", "kubernetes", "overlays", "cert-manager"))
 	for _, p := range problems {
