@@ -31,6 +31,7 @@ type scrapeEndpoint struct {
 	Scheme        string       `json:"scheme,omitempty"`
 	Interval      string       `json:"interval,omitempty"`
 	ScrapeTimeout string       `json:"scrapeTimeout,omitempty"`
+	HonorLabels   bool         `json:"honorLabels,omitempty"`
 	Relabelings   []relabeling `json:"relabelings,omitempty"`
 }
 

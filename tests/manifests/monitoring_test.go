@@ -28,7 +28,9 @@ var update = flag.Bool("update", false, "rewrite the PrometheusRule and the char
 // (a relabeling with targetLabel job), and every problem with them: each
 // selects a Service (or pods) of the set, on a port it names.
 func checkMonitoring(objs []object) (jobs []string, problems []string) {
-	add := func(id, format string, args ...any) { problems = append(problems, id+": "+fmt.Sprintf(format, args...)) }
+	add := func(id, format string, args ...any) {
+		problems = append(problems, id+": "+fmt.Sprintf(format, args...))
+	}
 	jobOf := func(id string, eps []scrapeEndpoint) {
 		for _, ep := range eps {
 			job := ""
@@ -62,6 +64,15 @@ func checkMonitoring(objs []object) (jobs []string, problems []string) {
 			for _, ep := range v.Spec.Endpoints {
 				if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == ep.Port }) {
 					add(id, "port %q is not a port of Service/%s", ep.Port, svc.Name)
+				}
+			}
+			// The monitor exports kube_lease_renew_time{namespace="kube-node-lease"};
+			// without honorLabels the target's namespace label replaces it.
+			if svc.Name == "monitor" {
+				for _, ep := range v.Spec.Endpoints {
+					if !ep.HonorLabels {
+						add(id, "endpoint %q must set honorLabels: the monitor's kube_lease_renew_time carries its own namespace label", ep.Port)
+					}
 				}
 			}
 			jobOf(id, v.Spec.Endpoints)
