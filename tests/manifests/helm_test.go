@@ -131,7 +131,7 @@ func TestHelmChartAllOn(t *testing.T) {
 	// authorises node writes (services/identity).
 	if c := find[*certificate](objs, "Certificate", "nodepulse-node-node-a"); c == nil ||
 		c.Spec.CommonName != "system:node:node-a" || c.Spec.Subject == nil || !slices.Equal(c.Spec.Subject.Organizations, []string{"system:nodes"}) ||
-		slices.Contains(c.Spec.Usages, "server auth") {
+		slices.Contains(c.Spec.Usages, "server auth") || c.Spec.Duration != "720h" {
 		t.Errorf("node certificate: %+v", c)
 	}
 	_, groups := alertsFile(t)
