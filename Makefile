@@ -9,6 +9,9 @@ STATICCHECK_VERSION := v0.8.2
 GRPCURL_VERSION     := v1.9.4
 # kubectl for the Kubernetes-API tests, built from tests/kubectl (its own module, outside go.work).
 KUBECTL_VERSION     := v1.37.2
+# Deployment checks (make check-deploy): promtool for the alert rules, helm for the chart.
+PROMTOOL_VERSION    := v0.316.0
+HELM_VERSION        := v3.22.0
 
 TOOLS   := $(CURDIR)/.tmp/bin
 BUF     := $(TOOLS)/buf
@@ -33,6 +36,29 @@ $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 $(TOOLS)/grpcurl:
 	GOBIN=$(TOOLS) go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+
+.PHONY: deploy-tools
+deploy-tools: $(TOOLS)/promtool $(TOOLS)/helm ## install pinned promtool and helm into .tmp/bin (for check-deploy)
+$(TOOLS)/promtool:
+	GOBIN=$(TOOLS) go install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
+$(TOOLS)/helm:
+	GOBIN=$(TOOLS) go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+HELM_CHART := deploy/helm/nodepulse
+# Non-default values: every optional part on (ServiceMonitor, PrometheusRule,
+# cert-manager), another monitoring namespace, fixed collector replicas.
+HELM_TEST_VALUES := $(HELM_CHART)/ci/all-on-values.yaml
+
+.PHONY: check-deploy
+check-deploy: $(TOOLS)/promtool $(TOOLS)/helm bin/kubectl ## alert rules (promtool check + test), helm lint/template, kustomize builds, and the manifest tests that decode it all into k8s.io/api types
+	$(TOOLS)/promtool check rules deploy/prometheus/alerts.yml
+	$(TOOLS)/promtool test rules deploy/prometheus/alerts_test.yml
+	$(TOOLS)/helm lint --strict $(HELM_CHART)
+	$(TOOLS)/helm lint --strict $(HELM_CHART) -f $(HELM_TEST_VALUES)
+	$(TOOLS)/helm template nodepulse $(HELM_CHART) --namespace nodepulse >/dev/null
+	$(TOOLS)/helm template nodepulse $(HELM_CHART) --namespace nodepulse -f $(HELM_TEST_VALUES) >/dev/null
+	@for d in deploy/kubernetes/base deploy/kubernetes/overlays/*/; do echo "kubectl kustomize $$d"; bin/kubectl kustomize $$d >/dev/null; done
+	cd tests && NODEPULSE_REQUIRE_DEPLOY_TOOLS=1 HELM=$(TOOLS)/helm go test -count=1 ./manifests/
 
 .PHONY: kubectl
 kubectl: bin/kubectl ## build an unmodified kubectl $(KUBECTL_VERSION) from the k8s.io/kubectl module into bin/kubectl (tests use it)
@@ -60,19 +86,28 @@ run: build ## start etcd, collector, monitor and a reporter for this machine; Ct
 	bin/localstack --bin-dir bin
 
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo 'docker compose' || echo docker-compose)
+# One image tag for `make images`, `make up`, docker-compose.yml and the docs:
+# NODEPULSE_IMAGE_TAG (default dev), read from the environment by make and by
+# compose alike, so `docker compose up -d` after `make images` finds the
+# images it just built and never tries a registry.
+NODEPULSE_IMAGE_TAG ?= dev
+export NODEPULSE_IMAGE_TAG
+# TIMERS=short layers deploy/compose/short-timers.yml (grace period 8s).
+TIMERS ?=
+COMPOSE_FILES := -f docker-compose.yml $(if $(filter short,$(TIMERS)),-f deploy/compose/short-timers.yml)
 
 .PHONY: images
-images: ## build container images nodepulse/{etcd,collector,monitor,reporter}:$(VERSION) (FROM scratch, no registry)
-	deploy/build-images.sh $(VERSION)
+images: ## build container images nodepulse/{etcd,collector,monitor,reporter}:$(NODEPULSE_IMAGE_TAG) (FROM scratch, no registry)
+	deploy/build-images.sh $(NODEPULSE_IMAGE_TAG)
 
 .PHONY: up
-up: images ## start the docker compose stack (PLAINTEXT dev mode, ports on 127.0.0.1)
-	NODEPULSE_IMAGE_TAG=$(VERSION) $(COMPOSE) up -d
+up: images ## start the docker compose stack (PLAINTEXT dev mode, ports on 127.0.0.1); TIMERS=short for an 8s grace period
+	$(COMPOSE) $(COMPOSE_FILES) up -d
 	@echo "try: grpcurl -plaintext 127.0.0.1:9091 nodepulse.node.v1.NodeService/ListNodes"
 
 .PHONY: down
 down: ## stop the docker compose stack and delete its etcd volumes
-	$(COMPOSE) down -v --remove-orphans
+	$(COMPOSE) $(COMPOSE_FILES) down -v --remove-orphans
 
 .PHONY: bench
 bench: build ## scale benchmark: 100,000 nodes vs the Kubernetes write path; report in .run/bench/ (PROFILE=1 for profiles)

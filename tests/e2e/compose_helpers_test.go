@@ -64,9 +64,10 @@ type composeStack struct {
 	env     []string
 }
 
+// command is `<compose> -f docker-compose.yml -f ... <args>`, the documented
+// invocation; the project name comes from COMPOSE_PROJECT_NAME in s.env.
 func (s *composeStack) command(ctx context.Context, args ...string) *exec.Cmd {
 	full := slices.Clone(s.cli[1:])
-	full = append(full, "-p", s.project)
 	for _, f := range s.files {
 		full = append(full, "-f", f)
 	}
@@ -75,6 +76,16 @@ func (s *composeStack) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd.Dir = s.root
 	cmd.Env = append(os.Environ(), s.env...)
 	return cmd
+}
+
+// make runs a target of the repository's Makefile with the stack's
+// environment and returns its combined output.
+func (s *composeStack) make(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "make", args...)
+	cmd.Dir = s.root
+	cmd.Env = append(os.Environ(), s.env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 // compose runs a compose subcommand and returns its standard output.

@@ -78,42 +78,44 @@ func TestCompose(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 
+	// The stack is started and stopped with the commands docs/operations.md
+	// shows: `make up TIMERS=short` (images, then `docker compose -f
+	// docker-compose.yml -f deploy/compose/short-timers.yml up -d`) and
+	// `make down`, under a unique COMPOSE_PROJECT_NAME and image tag (the
+	// variables compose and the Makefile both read), with free host ports.
 	project := "npe2e" + randomSuffix()
 	tag := os.Getenv("NODEPULSE_E2E_IMAGE_TAG")
-	if tag == "" {
+	prebuilt := tag != ""
+	if !prebuilt {
 		tag = project
-		start := time.Now()
-		build := exec.CommandContext(ctx, filepath.Join(root, "deploy", "build-images.sh"), tag)
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("deploy/build-images.sh %s: %v\n%s", tag, err, out)
-		}
-		t.Logf("built images nodepulse/*:%s in %s", tag, time.Since(start).Round(time.Second))
-		t.Cleanup(func() {
-			for _, img := range []string{"etcd", "collector", "monitor", "reporter"} {
-				_, _ = docker(context.Background(), "image", "rm", "nodepulse/"+img+":"+tag)
-			}
-		})
 	}
-
 	s := &composeStack{
 		t:       t,
 		cli:     cli,
 		root:    root,
 		project: project,
 		files:   []string{"docker-compose.yml", filepath.Join("deploy", "compose", "short-timers.yml")},
-		env:     []string{"NODEPULSE_IMAGE_TAG=" + tag},
+		env:     []string{"NODEPULSE_IMAGE_TAG=" + tag, "COMPOSE_PROJECT_NAME=" + project},
 	}
 	for _, v := range composePortVars {
 		s.env = append(s.env, v+"=")
+	}
+	// make runs compose the way this test found it, not its own guess.
+	makeArgs := []string{"TIMERS=short", "COMPOSE=" + strings.Join(cli, " ")}
+	if !prebuilt {
+		t.Cleanup(func() {
+			for _, img := range []string{"etcd", "collector", "monitor", "reporter"} {
+				_, _ = docker(context.Background(), "image", "rm", "nodepulse/"+img+":"+tag)
+			}
+		})
 	}
 	// Cleanups run last-registered first: logs are saved before the stack
 	// and its volumes are removed.
 	t.Cleanup(func() {
 		dctx, dcancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer dcancel()
-		if _, err := s.compose(dctx, "down", "-v", "--remove-orphans", "--timeout", "5"); err != nil {
-			t.Errorf("compose down: %v", err)
+		if out, err := s.make(dctx, append([]string{"down"}, makeArgs...)...); err != nil {
+			t.Errorf("make down: %v\n%s", err, out)
 		}
 	})
 	t.Cleanup(func() {
@@ -133,8 +135,13 @@ func TestCompose(t *testing.T) {
 	})
 
 	start := time.Now()
-	s.mustCompose(ctx, "up", "-d")
-	t.Logf("compose project %s up in %s (%s)", project, time.Since(start).Round(time.Second), strings.Join(cli, " "))
+	if prebuilt {
+		// Images already built: the documented compose command alone.
+		s.mustCompose(ctx, "up", "-d")
+	} else if out, err := s.make(ctx, append([]string{"up"}, makeArgs...)...); err != nil {
+		t.Fatalf("make up TIMERS=short: %v\n%s", err, out)
+	}
+	t.Logf("compose project %s (images nodepulse/*:%s) up in %s (%s)", project, tag, time.Since(start).Round(time.Second), strings.Join(cli, " "))
 
 	monitors := map[string]nodev1.NodeServiceClient{}
 	admin := map[string]string{}

@@ -162,6 +162,13 @@ func startLocalStack(t *testing.T, prefix string, args ...string) *localStack {
 			name, pid, _ := strings.Cut(f, "=")
 			s.pids[name], _ = strconv.Atoi(pid)
 		}
+		// README's stop/continue demo signals the pid in <data-dir>/reporter.pid.
+		for name, pid := range s.pids {
+			b, err := os.ReadFile(filepath.Join(s.data, name+".pid"))
+			if got, _ := strconv.Atoi(strings.TrimSpace(string(b))); err != nil || got != pid {
+				t.Errorf("%s.pid: %q (%v), want %d", name, b, err, pid)
+			}
+		}
 	case err := <-s.exited:
 		s.exited <- err // for stop
 		t.Fatalf("localstack exited before ready: %v", err)

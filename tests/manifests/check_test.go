@@ -43,11 +43,18 @@ var kinds = map[string]struct {
 	"NetworkPolicy":           {"networking.k8s.io/v1", func() any { return &networkingv1.NetworkPolicy{} }},
 	"PriorityClass":           {"scheduling.k8s.io/v1", func() any { return &schedulingv1.PriorityClass{} }},
 	"Role":                    {"rbac.authorization.k8s.io/v1", func() any { return &rbacv1.Role{} }},
+	// Custom resources (crds_test.go), only in the optional components.
+	"ServiceMonitor": {"monitoring.coreos.com/v1", func() any { return &serviceMonitor{} }},
+	"PodMonitor":     {"monitoring.coreos.com/v1", func() any { return &podMonitor{} }},
+	"PrometheusRule": {"monitoring.coreos.com/v1", func() any { return &prometheusRule{} }},
+	"Issuer":         {"cert-manager.io/v1", func() any { return &issuer{} }},
+	"Certificate":    {"cert-manager.io/v1", func() any { return &certificate{} }},
 }
 
 // secretNames are the Secrets the manifests may mount; each is documented in
 // docs/operations.md (Kubernetes section) with the command that creates it.
-var secretNames = []string{"nodepulse-server-tls", "nodepulse-ca"}
+// The cert-manager component gives collectors and monitors their own.
+var secretNames = []string{"nodepulse-server-tls", "nodepulse-ca", "nodepulse-collector-tls", "nodepulse-monitor-tls"}
 
 // object is one rendered manifest, decoded into its k8s.io/api type.
 type object struct {
@@ -178,6 +185,9 @@ func check(objs []object) []string {
 			if len(c) > 0 && !slices.Contains(c[0].Args, "--host-root=/host") {
 				add(id, "container %s: reads the host through --host-root=/host", c[0].Name)
 			}
+			if v.Spec.Template.Spec.PriorityClassName != "system-node-critical" {
+				add(id, "priorityClassName %q, want system-node-critical (the node's health reporter is evicted last)", v.Spec.Template.Spec.PriorityClassName)
+			}
 		case *appsv1.StatefulSet:
 			r := int32(1)
 			if v.Spec.Replicas != nil {
@@ -246,6 +256,11 @@ func check(objs []object) []string {
 		if h.Spec.MinReplicas == nil || *h.Spec.MinReplicas < 1 || *h.Spec.MinReplicas > h.Spec.MaxReplicas {
 			add("HorizontalPodAutoscaler/"+h.Name, "minReplicas must be set, ≥ 1 and ≤ maxReplicas")
 		}
+		// The autoscaler owns the count: a replicas field in the manifest is
+		// set back on every apply and fights it.
+		if d, ok := findObj(objs, h.Spec.ScaleTargetRef.Kind, h.Spec.ScaleTargetRef.Name).(*appsv1.Deployment); ok && d.Spec.Replicas != nil {
+			add("Deployment/"+d.Name, "sets replicas (%d) while HorizontalPodAutoscaler/%s scales it: leave replicas to the autoscaler", *d.Spec.Replicas, h.Name)
+		}
 	}
 
 	// Services select a workload and target ports it declares.
@@ -295,8 +310,45 @@ func check(objs []object) []string {
 			}
 		}
 	}
+	_, mp := checkMonitoring(objs)
+	p = append(p, mp...)
+	p = append(p, checkCertificates(objs)...)
+
+	// Admin ports serve /metrics and /debug/pprof: only Prometheus's
+	// namespace may reach them, never every namespace or every address.
+	for _, np := range policies {
+		for _, rule := range np.Spec.Ingress {
+			for _, port := range rule.Ports {
+				if port.Port == nil || !slices.Contains(adminPorts, port.Port.IntVal) {
+					continue
+				}
+				if len(rule.From) == 0 {
+					add("NetworkPolicy/"+np.Name, "admin port %d is open to every source", port.Port.IntVal)
+				}
+				for _, peer := range rule.From {
+					if peer.IPBlock != nil || (peer.NamespaceSelector != nil && len(peer.NamespaceSelector.MatchLabels) == 0 && len(peer.NamespaceSelector.MatchExpressions) == 0) {
+						add("NetworkPolicy/"+np.Name, "admin port %d is open to every namespace or an address block; allow only the monitoring namespace", port.Port.IntVal)
+					}
+				}
+			}
+		}
+	}
 	sort.Strings(p)
 	return p
+}
+
+// adminPorts serve /metrics and /debug/pprof (collector, monitor, reporter)
+// or etcd's metrics.
+var adminPorts = []int32{9190, 9191, 9192, 2381}
+
+// findObj returns the decoded object of a kind and name, or nil.
+func findObj(objs []object, kind, name string) any {
+	for _, o := range objs {
+		if o.kind == kind && o.name == name {
+			return o.obj
+		}
+	}
+	return nil
 }
 
 // checkPod applies the per-pod and per-container rules.

@@ -28,6 +28,14 @@ var standardMetrics = []string{
 	"etcd_disk_wal_fsync_duration_seconds_bucket", "etcd_server_has_leader", "etcd_mvcc_db_total_size_in_bytes",
 }
 
+// kubeStateMetrics are the per-node series the monitor exports under
+// kube-state-metrics' names and labels (so existing node dashboards and
+// alerts work unchanged); the monitor's own tests pin their values.
+var kubeStateMetrics = []string{
+	"kube_node_status_condition", "kube_node_spec_unschedulable", "kube_node_spec_taint", "kube_node_info",
+	"kube_node_status_capacity", "kube_node_status_allocatable", "kube_lease_renew_time", "kube_node_created",
+}
+
 var (
 	promStrings   = regexp.MustCompile(`"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'`)
 	promMatchers  = regexp.MustCompile(`\{[^}]*\}`)
@@ -106,7 +114,7 @@ func codeMetricNames(t *testing.T, root string) map[string]bool {
 // known says whether name is exported by the code or is a standard metric.
 // Histogram series (_bucket, _sum, _count) match their histogram's name.
 func known(name string, code map[string]bool) bool {
-	if slices.Contains(standardMetrics, name) || code[name] {
+	if slices.Contains(standardMetrics, name) || slices.Contains(kubeStateMetrics, name) || code[name] {
 		return true
 	}
 	for _, suf := range []string{"_bucket", "_sum", "_count"} {
@@ -139,12 +147,24 @@ func TestDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	var d struct {
-		Title  string         `json:"title"`
-		UID    string         `json:"uid"`
-		Panels []grafanaPanel `json:"panels"`
+		Title      string         `json:"title"`
+		UID        string         `json:"uid"`
+		Panels     []grafanaPanel `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name string `json:"name"`
+			} `json:"list"`
+		} `json:"templating"`
 	}
 	if err := json.Unmarshal(b, &d); err != nil {
 		t.Fatalf("deploy/grafana/nodepulse.json is not valid JSON: %v", err)
+	}
+	var vars []string
+	for _, v := range d.Templating.List {
+		vars = append(vars, v.Name)
+	}
+	if !slices.Equal(vars, []string{"datasource", "cluster", "namespace", "job"}) {
+		t.Errorf("dashboard variables %v, want datasource, cluster, namespace, job", vars)
 	}
 	if d.Title == "" || d.UID == "" || len(d.Panels) == 0 {
 		t.Fatalf("dashboard lacks a title, uid or panels")
@@ -170,6 +190,9 @@ func TestDashboard(t *testing.T) {
 				names := metricNames(tg.Expr)
 				if len(names) == 0 {
 					t.Errorf("panel %q query %s selects no metric: %s", p.Title, tg.RefID, tg.Expr)
+				}
+				for _, sel := range unfilteredSelectors(tg.Expr) {
+					t.Errorf("panel %q query %s: %s lacks the cluster, namespace and job filters (%s)", p.Title, tg.RefID, sel, dashboardFilters)
 				}
 				for _, n := range names {
 					used[n] = true
@@ -204,5 +227,41 @@ func TestDashboardCheckFailsOnUnknownMetric(t *testing.T) {
 	}
 	if !known("nodepulse_collector_etcd_write_duration_seconds_bucket", code) {
 		t.Error("a histogram's _bucket series is not recognised")
+	}
+}
+
+// dashboardFilters must be in every selector of every panel query: on a
+// shared Prometheus, process_*, go_* and etcd_* series come from every job.
+const dashboardFilters = `cluster=~"$cluster", namespace=~"$namespace", job=~"$job"`
+
+var promSelector = regexp.MustCompile(`\b([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{[^}]*\})?`)
+
+// unfilteredSelectors returns the metric selectors of expr that lack
+// dashboardFilters.
+func unfilteredSelectors(expr string) []string {
+	names := metricNames(expr)
+	var bad []string
+	for _, m := range promSelector.FindAllStringSubmatch(expr, -1) {
+		if !slices.Contains(names, m[1]) {
+			continue
+		}
+		if !strings.Contains(m[2], dashboardFilters) {
+			bad = append(bad, m[0])
+		}
+	}
+	return bad
+}
+
+func TestUnfilteredSelectors(t *testing.T) {
+	for expr, want := range map[string]int{
+		`sum by (job) (rate(process_cpu_seconds_total[5m]))`:                                                  1,
+		`max(etcd_server_has_leader{job=~"$job"})`:                                                            1,
+		`max(up{a="b", ` + dashboardFilters + `})`:                                                            0,
+		`sum(rate(x_total{` + dashboardFilters + `}[1m])) / sum(rate(y_total{` + dashboardFilters + `}[1m]))`: 0,
+		`sum(rate(x_total{` + dashboardFilters + `}[1m])) / sum(rate(y_total[1m]))`:                           1,
+	} {
+		if got := unfilteredSelectors(expr); len(got) != want {
+			t.Errorf("unfilteredSelectors(%q) = %v, want %d", expr, got, want)
+		}
 	}
 }

@@ -143,6 +143,9 @@ func TestBrokenFixtureIsRejected(t *testing.T) {
 		"Service/collector: must be headless",
 		"Deployment/collector: no PodDisruptionBudget",
 		"no default-deny ingress policy",
+		`DaemonSet/reporter: priorityClassName "", want system-node-critical`,
+		"Deployment/collector: sets replicas (2) while HorizontalPodAutoscaler/collector scales it",
+		"NetworkPolicy/reporter: admin port 9192 is open to every namespace",
 	} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("the checks did not report %q; they reported:\n%s", want, joined)

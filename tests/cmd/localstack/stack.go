@@ -49,7 +49,7 @@ func parse(args []string) (config, error) {
 	fs := flag.NewFlagSet("localstack", flag.ContinueOnError)
 	host, _ := os.Hostname()
 	fs.StringVar(&c.binDir, "bin-dir", "bin", "directory holding the etcd, collector, monitor and reporter binaries")
-	fs.StringVar(&c.dataDir, "data-dir", ".run", "directory for etcd data (removed on exit) and logs (kept)")
+	fs.StringVar(&c.dataDir, "data-dir", ".run", "directory for etcd data (removed on exit), <name>.pid files (removed on exit) and logs (kept)")
 	fs.StringVar(&c.nodeName, "node-name", strings.ToLower(host), "node name of this machine's reporter")
 	fs.IntVar(&c.etcdPort, "etcd-port", 2379, "etcd client port (the peer port is one above)")
 	fs.IntVar(&c.basePort, "base-port", 9090, "collector gRPC port; monitor gRPC is +1, admin ports are +100 (collector, monitor, reporter)")
@@ -135,6 +135,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		procs = append(procs, p)
+		// A pid file per process, so a demo can signal exactly this stack's
+		// reporter (kill -STOP "$(cat .run/reporter.pid)") and not every
+		// reporter on the machine, as a pattern would.
+		pidFile := filepath.Join(cfg.dataDir, s.name+".pid")
+		if err := os.WriteFile(pidFile, fmt.Appendf(nil, "%d\n", p.Pid()), 0o644); err != nil {
+			return fmt.Errorf("pid file: %w", err)
+		}
+		defer os.Remove(pidFile)
 		t0 := time.Now()
 		if err := p.WaitHTTP(ctx, s.ready, 60*time.Second); err != nil {
 			if ctx.Err() != nil {
