@@ -219,6 +219,70 @@ func TestCompose(t *testing.T) {
 	took := poll(t, 3*time.Minute, "all three nodes Ready on both monitors", allHealthy)
 	t.Logf("all nodes Ready %s after up", took.Round(100*time.Millisecond))
 
+	// The kubectl commands of the seeds, unmodified, against the compose
+	// stack's plaintext Kubernetes API (monitor-1's 6443, published as
+	// NODEPULSE_PORT_MONITOR_1_KUBE), as TestKubectl runs them against make run.
+	t.Run("kubectl", func(t *testing.T) {
+		bin := kubectlBin(t)
+		kc := filepath.Join(t.TempDir(), "kubeconfig")
+		cfg := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: compose\n  cluster: {server: \"http://%s\"}\nusers:\n- name: dev\n  user: {}\ncontexts:\n- name: compose\n  context: {cluster: compose, user: dev}\ncurrent-context: compose\n", s.hostPort(ctx, "monitor-1", 6443))
+		if err := os.WriteFile(kc, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cacheDir := t.TempDir()
+		kubectl := func(args ...string) string {
+			t.Helper()
+			out, err := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", kc, "--cache-dir", cacheDir}, args...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			return string(out)
+		}
+		fieldsOf := func(out, first string) []string {
+			t.Helper()
+			for _, l := range strings.Split(out, "\n") {
+				if f := strings.Fields(l); len(f) > 0 && f[0] == first {
+					return f
+				}
+			}
+			t.Fatalf("no row %q in:\n%s", first, out)
+			return nil
+		}
+		out := kubectl("get", "nodes")
+		for _, n := range composeNodes {
+			if f := fieldsOf(out, n); f[1] != "Ready" {
+				t.Errorf("kubectl get nodes: %s is %q:\n%s", n, f[1], out)
+			}
+		}
+		if out := kubectl("get", "nodes", "-o", "wide"); !strings.Contains(out, "INTERNAL-IP") || !strings.Contains(out, "KERNEL-VERSION") {
+			t.Errorf("kubectl get nodes -o wide:\n%s", out)
+		}
+		if out := kubectl("describe", "node", "node-1"); !strings.Contains(out, "Conditions:") || !strings.Contains(out, "Lease:") {
+			t.Errorf("kubectl describe node node-1:\n%s", out)
+		}
+		kubectl("cordon", "node-3")
+		if f := fieldsOf(kubectl("get", "nodes"), "node-3"); f[1] != "Ready,SchedulingDisabled" {
+			t.Errorf("after cordon node-3 is %q", f[1])
+		}
+		kubectl("uncordon", "node-3")
+		kubectl("taint", "nodes", "node-3", "e2e=compose:NoSchedule")
+		if out := kubectl("get", "node", "node-3", "-o", "jsonpath={.spec.taints}"); !strings.Contains(out, `"key":"e2e"`) {
+			t.Errorf("taint not served: %s", out)
+		}
+		kubectl("taint", "nodes", "node-3", "e2e:NoSchedule-")
+		kubectl("label", "node", "node-3", "e2e=compose")
+		if out := kubectl("get", "nodes", "-l", "e2e=compose", "-o", "jsonpath={.items[*].metadata.name}"); out != "node-3" {
+			t.Errorf("kubectl get nodes -l e2e=compose: %q", out)
+		}
+		kubectl("label", "node", "node-3", "e2e-")
+		if out := kubectl("get", "leases", "-n", "kube-node-lease"); !strings.Contains(out, "HOLDER") || !strings.Contains(out, "node-1") {
+			t.Errorf("kubectl get leases -n kube-node-lease:\n%s", out)
+		}
+		kubectl("get", "events", "--field-selector", "involvedObject.name=node-1")
+		// Back to healthy before the faults: uncordoned, untainted.
+		poll(t, time.Minute, "all nodes healthy after the kubectl writes", allHealthy)
+	})
+
 	t.Run("reporter stopped", func(t *testing.T) {
 		id := s.container(ctx, "reporter-1")
 		mustDocker(t, ctx, "stop", id)
