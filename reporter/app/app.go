@@ -137,6 +137,7 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.Collector.Registerer, cfg.Collector.Logger = reg, lg
 	conn, err := grpcclient.Dial(cfg.Collector, cm)
 	if err != nil {
 		return nil, fmt.Errorf("collector: %w", err)

@@ -15,6 +15,7 @@ import (
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
@@ -46,6 +47,12 @@ type Config struct {
 	KeepaliveTimeout time.Duration
 	// MaxRecvMsgSize bounds one inbound message.
 	MaxRecvMsgSize int
+	// Registerer, when set, gets the expiry of the client certificate and
+	// CA bundle (nodepulse_tls_certificate_expiry_timestamp_seconds, role
+	// grpc-client): a node's certificate is the one most likely to lapse
+	// unnoticed, on a machine nobody looks at. Logger gets reload lines.
+	Registerer prometheus.Registerer `json:"-"`
+	Logger     *zap.Logger           `json:"-"`
 }
 
 // RegisterFlags adds <prefix>.addresses, TLS flags and keepalive flags.
@@ -98,7 +105,7 @@ func Dial(c Config, metrics *grpcprom.ClientMetrics, extra ...grpc.DialOption) (
 	var creds credentials.TransportCredentials = insecure.NewCredentials()
 	if !c.TLS.Insecure {
 		// Certificate and CA bundle reloaded when their files change.
-		tc, err := c.TLS.ClientCredentials(tlsconfig.Options{Role: "grpc-client"})
+		tc, err := c.TLS.ClientCredentials(tlsconfig.Options{Role: "grpc-client", Registerer: c.Registerer, Logger: c.Logger})
 		if err != nil {
 			return nil, err
 		}
