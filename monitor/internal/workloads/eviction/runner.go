@@ -611,7 +611,9 @@ func (r *Runner) redecide(ctx context.Context, key string, p *podv1.Pod, s Sched
 	d := r.cfg.Matcher.Decide(now, s.UID, s.Node, v.taints, p.GetSpec().GetTolerations(), prev)
 	if d.Action == Nothing || d.Action == Cancel {
 		r.m.cancelled.Inc()
-		r.lg.Info("eviction withdrawn: the node changed after the decision", zap.String("pod", key), zap.String("node", s.Node),
+		// Warn: the cache lagged etcd by a taint change, which only a
+		// slow or frozen watch explains.
+		r.lg.Warn("eviction withdrawn: the node changed after the decision (the cache lagged etcd)", zap.String("pod", key), zap.String("node", s.Node),
 			zap.Int64("decidedAtHealthRev", s.HealthRev), zap.Int64("healthRev", v.healthRev), zap.String("why", d.Why))
 		r.mu.Lock()
 		r.eventLocked(ctx, now, p, "Normal", "Cancelling deletion of Pod "+key)
@@ -628,10 +630,12 @@ func (r *Runner) redecide(ctx context.Context, key string, p *podv1.Pod, s Sched
 			r.m.depth.Set(float64(r.q.Len()))
 		}
 		r.mu.Unlock()
-		r.lg.Info("eviction postponed: the node changed after the decision", zap.String("pod", key), zap.String("node", s.Node),
-			zap.Time("at", next.FireAt), zap.String("why", d.Why))
+		r.lg.Warn("eviction postponed: the node changed after the decision (the cache lagged etcd)", zap.String("pod", key), zap.String("node", s.Node),
+			zap.Int64("decidedAtHealthRev", s.HealthRev), zap.Int64("healthRev", v.healthRev), zap.Time("at", next.FireAt), zap.String("why", d.Why))
 		return rescheduled, next, false, nil
 	}
+	r.lg.Info("node records changed after the decision; the pod is still due", zap.String("pod", key), zap.String("node", s.Node),
+		zap.Int64("decidedAtHealthRev", s.HealthRev), zap.Int64("healthRev", v.healthRev), zap.String("why", d.Why))
 	return evicted, next, true, nil
 }
 
