@@ -9,9 +9,9 @@
 // The decisions are pure (Matcher.Decide, injected now); Runner applies them
 // on the leader, with every write fenced by the leader's election key and
 // conditional on the pod's ModRevision and on the ModRevisions of the node's
-// records the decision was made from (markAndDelete). The same decisions put a pod's fate
-// in words for ExplainPod and ExplainNode (explain.go): the leader's
-// schedule where it has one, a prediction elsewhere.
+// records the decision was made from (markAndDelete). The same decisions
+// put a pod's fate in words for ExplainPod and ExplainNode (explain.go):
+// the leader's schedule where it has one, a prediction elsewhere.
 //
 // Failover. Schedules live in the leader's memory, as upstream. A new leader
 // rebuilds them from what it can prove, which is never earlier than what
