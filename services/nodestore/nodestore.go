@@ -159,6 +159,23 @@ type Op struct {
 	IfModRevision int64
 	// TTL, when > 0, makes the object expire after this long (events).
 	TTL time.Duration
+	// Check makes the op a compare only: its IfAbsent/IfModRevision must
+	// hold for the Apply to commit, and nothing is written (Value is
+	// ignored). It makes a write conditional on an object the writer read
+	// but does not change: a pod's eviction on its node's health record.
+	// A check does not count as a write of its key: the same Apply may
+	// check one key and write another.
+	Check bool
+}
+
+// Unchanged is a check that the object is still at modRev, the revision a
+// decision was made from; modRev 0 means the object was absent and must
+// still be.
+func Unchanged(k Kind, name string, modRev int64) Op {
+	if modRev <= 0 {
+		return Op{Kind: k, Name: name, Check: true, IfAbsent: true}
+	}
+	return Op{Kind: k, Name: name, Check: true, IfModRevision: modRev}
 }
 
 // Put is a shorthand for an unconditional write.

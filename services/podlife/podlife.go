@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -114,7 +115,16 @@ type DeleteOptions struct {
 	// MarkFailed sets a non-terminal pod's phase to Failed in that write
 	// (pod GC's force deletion, upstream markFailedAndDeletePodWithCondition).
 	MarkFailed bool
+	// Unchanged are checks (nodestore.Unchanged) every write also carries:
+	// the objects the caller decided on, which must not have changed since
+	// (the taint eviction's node records). A failed check returns
+	// ErrStale and writes nothing; the caller reads again and decides anew.
+	Unchanged []nodestore.Op
 }
+
+// ErrStale: an object of DeleteOptions.Unchanged is no longer at the
+// revision the deletion was decided on.
+var ErrStale = errors.New("an object the deletion was decided on has changed")
 
 // casRetries bounds how often Delete reads again after a concurrent change.
 const casRetries = 8
@@ -176,8 +186,11 @@ func DeleteRevision(ctx context.Context, st Store, ns, name string, opts DeleteO
 		// patch: a watcher sees the reason before the pod goes (or turns
 		// Terminating), also when the delete step then fails.
 		if changed := markStatus(p, opts, now); changed {
-			rev, err = st.Apply(ctx, opts.Fence, nodestore.Op{Kind: nodestore.Pods, Name: key, Value: p, IfModRevision: rev})
+			rev, err = st.Apply(ctx, opts.Fence, append(slices.Clip(opts.Unchanged), nodestore.Op{Kind: nodestore.Pods, Name: key, Value: p, IfModRevision: rev})...)
 			if errors.Is(err, nodestore.ErrConflict) {
+				if err := staleCheck(ctx, st, opts.Unchanged); err != nil {
+					return nil, false, 0, err
+				}
 				if wantRev != 0 {
 					return nil, false, 0, fmt.Errorf("resourceVersion: %w: pod %s changed meanwhile", ErrPrecondition, key)
 				}
@@ -195,12 +208,15 @@ func DeleteRevision(ctx context.Context, st Store, ns, name string, opts DeleteO
 		}
 		switch {
 		case remove:
-			commit, err = st.Apply(ctx, opts.Fence, nodestore.Op{Kind: nodestore.Pods, Name: key, IfModRevision: rev})
+			commit, err = st.Apply(ctx, opts.Fence, append(slices.Clip(opts.Unchanged), nodestore.Op{Kind: nodestore.Pods, Name: key, IfModRevision: rev})...)
 		case np != nil:
-			last, err = st.Apply(ctx, opts.Fence, nodestore.Op{Kind: nodestore.Pods, Name: key, Value: np, IfModRevision: rev})
+			last, err = st.Apply(ctx, opts.Fence, append(slices.Clip(opts.Unchanged), nodestore.Op{Kind: nodestore.Pods, Name: key, Value: np, IfModRevision: rev})...)
 			commit, p = last, np
 		}
 		if errors.Is(err, nodestore.ErrConflict) {
+			if err := staleCheck(ctx, st, opts.Unchanged); err != nil {
+				return nil, false, 0, err
+			}
 			if wantRev != 0 {
 				return nil, false, 0, fmt.Errorf("resourceVersion: %w: pod %s changed meanwhile", ErrPrecondition, key)
 			}
@@ -212,6 +228,27 @@ func DeleteRevision(ctx context.Context, st Store, ns, name string, opts DeleteO
 		return served(p, ns, name, last), remove, commit, nil
 	}
 	return nil, false, 0, fmt.Errorf("delete pod %s: %w (it kept changing)", key, nodestore.ErrConflict)
+}
+
+// staleCheck tells, after a conflict, whether a check of checks failed (it
+// returns ErrStale, or the read's error) rather than the pod's own
+// precondition (nil).
+func staleCheck(ctx context.Context, st Store, checks []nodestore.Op) error {
+	for _, c := range checks {
+		o, err := st.Get(ctx, c.Kind, c.Name)
+		var rev int64
+		switch {
+		case errors.Is(err, nodestore.ErrNotFound):
+		case err != nil:
+			return fmt.Errorf("read %s/%s after a conflict: %w", c.Kind, c.Name, err)
+		default:
+			rev = o.ModRevision
+		}
+		if (c.IfAbsent && rev != 0) || (c.IfModRevision > 0 && rev != c.IfModRevision) {
+			return fmt.Errorf("%w: %s/%s is at revision %d", ErrStale, c.Kind, c.Name, rev)
+		}
+	}
+	return nil
 }
 
 // ForceDelete is pod GC's force deletion: a non-terminal pod is set Failed

@@ -198,3 +198,46 @@ func TestForceDeleteMarksFailedFirst(t *testing.T) {
 		t.Fatalf("terminal pod: %v, %v", q.GetStatus(), err)
 	}
 }
+
+// TestDeleteUnchanged: with checks, neither write (the condition, then the
+// deletion) lands once a checked object changed, and the error says so
+// (ErrStale), not that the pod changed.
+func TestDeleteUnchanged(t *testing.T) {
+	ctx := context.Background()
+	ms := memstore.New(memstore.Config{History: -1})
+	defer ms.Close()
+	h1, err := ms.Apply(ctx, nil, nodestore.Put(nodestore.Health, "n", &nodev1.NodeHealth{NodeName: "n"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev, err := ms.Apply(ctx, nil, nodestore.Put(nodestore.Pods, "ns/p", pod("n", PhaseRunning, i64(30))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ms.Apply(ctx, nil, nodestore.Put(nodestore.Health, "n", &nodev1.NodeHealth{NodeName: "n", Leader: "b"})); err != nil {
+		t.Fatal(err)
+	}
+	cond := &podv1.PodCondition{Type: DisruptionTarget, Status: nodemodel.True, Reason: "DeletionByTaintManager"}
+	opts := DeleteOptions{UID: "u1", ResourceVersion: strconv.FormatInt(prev, 10), Condition: cond,
+		Unchanged: []nodestore.Op{nodestore.Unchanged(nodestore.Health, "n", h1)}}
+	if _, _, err := Delete(ctx, ms, "ns", "p", opts, t0); !errors.Is(err, ErrStale) || errors.Is(err, ErrPrecondition) {
+		t.Fatalf("delete checked on a stale health revision: %v, want ErrStale", err)
+	}
+	o, err := ms.Get(ctx, nodestore.Pods, "ns/p")
+	if err != nil || o.ModRevision != prev {
+		t.Fatalf("pod written although a check failed: %v at %d (was %d)", err, o.ModRevision, prev)
+	}
+	// Decided again on the current revision: both writes land.
+	h, err := ms.Get(ctx, nodestore.Health, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Unchanged = []nodestore.Op{nodestore.Unchanged(nodestore.Health, "n", h.ModRevision)}
+	p, gone, err := Delete(ctx, ms, "ns", "p", opts, t0)
+	if err != nil || gone || !IsTerminating(p) {
+		t.Fatalf("delete checked on the current revision: terminating=%v gone=%v %v", IsTerminating(p), gone, err)
+	}
+	if cs := p.GetStatus().GetConditions(); len(cs) != 1 || cs[0].GetType() != DisruptionTarget {
+		t.Fatalf("conditions %v: want DisruptionTarget", cs)
+	}
+}

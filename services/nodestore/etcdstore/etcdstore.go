@@ -305,6 +305,9 @@ func (s *Store) Apply(ctx context.Context, fence *nodestore.Fence, ops ...nodest
 		if op.IfModRevision > 0 {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", op.IfModRevision))
 		}
+		if op.Check {
+			continue
+		}
 		if op.Value == nil {
 			thens = append(thens, clientv3.OpDelete(key))
 			continue

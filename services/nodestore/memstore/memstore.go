@@ -449,26 +449,34 @@ func (s *Store) Apply(ctx context.Context, fence *nodestore.Fence, ops ...nodest
 	if len(ops) > s.cfg.MaxOps {
 		return 0, fmt.Errorf("apply: %d ops exceed the limit of %d", len(ops), s.cfg.MaxOps)
 	}
-	changes := make([]change, len(ops))
+	keys := make([]string, len(ops))
+	changes := make([]change, 0, len(ops))
+	changeOf := make([]int, len(ops)) // index in changes, -1 for a check
 	seen := make(map[string]bool, len(ops))
 	for i, op := range ops {
 		if !op.Kind.Valid() || op.Name == "" {
 			return 0, fmt.Errorf("apply: invalid object %q/%q", op.Kind, op.Name)
 		}
 		key := s.key(op.Kind, op.Name)
+		keys[i], changeOf[i] = key, -1
+		if op.Check {
+			continue // compared below, never written
+		}
 		if seen[key] {
 			// etcd rejects a Txn that writes one key twice.
 			return 0, fmt.Errorf("apply: duplicate key %s", key)
 		}
 		seen[key] = true
-		changes[i] = change{key: key, deleted: op.Value == nil}
+		c := change{key: key, deleted: op.Value == nil}
 		if op.Value != nil {
 			b, err := proto.Marshal(op.Value)
 			if err != nil {
 				return 0, fmt.Errorf("encode %s: %w", key, err)
 			}
-			changes[i].value = b
+			c.value = b
 		}
+		changeOf[i] = len(changes)
+		changes = append(changes, c)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -479,7 +487,7 @@ func (s *Store) Apply(ctx context.Context, fence *nodestore.Fence, ops ...nodest
 		return 0, nodestore.ErrFenced
 	}
 	for i, op := range ops {
-		key := changes[i].key
+		key := keys[i]
 		if op.IfAbsent && s.createRev(key) != 0 {
 			return 0, nodestore.ErrConflict
 		}
@@ -490,7 +498,7 @@ func (s *Store) Apply(ctx context.Context, fence *nodestore.Fence, ops ...nodest
 	// One lease per distinct TTL, as etcdstore grants them.
 	byTTL := map[time.Duration]int64{}
 	for i, op := range ops {
-		if op.TTL <= 0 || op.Value == nil {
+		if op.TTL <= 0 || op.Value == nil || op.Check {
 			continue
 		}
 		id, ok := byTTL[op.TTL]
@@ -500,7 +508,7 @@ func (s *Store) Apply(ctx context.Context, fence *nodestore.Fence, ops ...nodest
 			id = l.id
 			byTTL[op.TTL] = id
 		}
-		changes[i].lease = id
+		changes[changeOf[i]].lease = id
 	}
 	return s.commit(changes), nil
 }

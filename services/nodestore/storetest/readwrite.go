@@ -302,6 +302,45 @@ func testApplyAtomic(t *testing.T, s nodestore.Store) {
 	}
 }
 
+// testApplyChecks: a check (nodestore.Unchanged) makes a write conditional
+// on another object's revision without writing that object: the taint
+// eviction's delete of a pod, conditional on its node's health record.
+func testApplyChecks(t *testing.T, s nodestore.Store) {
+	c := ctx(t)
+	h1 := apply(t, s, nil, nodestore.Put(nodestore.Health, "n1", &nodev1.NodeHealth{NodeName: "n1"}))
+	apply(t, s, nil, nodestore.Put(nodestore.Nodes, "p", node("p", "1")))
+
+	// The checked object unchanged: the write commits, the checked one is
+	// not written.
+	rev := apply(t, s, nil, nodestore.Unchanged(nodestore.Health, "n1", h1), nodestore.Delete(nodestore.Nodes, "p"))
+	mustNotFound(t, s, nodestore.Nodes, "p")
+	if o := mustGet(t, s, nodestore.Health, "n1"); o.ModRevision != h1 {
+		t.Fatalf("checked object written: mod=%d, want %d (apply at %d)", o.ModRevision, h1, rev)
+	}
+
+	// The checked object changed since: nothing commits.
+	apply(t, s, nil, nodestore.Put(nodestore.Nodes, "p", node("p", "2")))
+	h2 := apply(t, s, nil, nodestore.Put(nodestore.Health, "n1", &nodev1.NodeHealth{NodeName: "n1", Taints: []*nodev1.Taint{{Key: "k", Effect: "NoExecute"}}}))
+	_, err := s.Apply(c, nil, nodestore.Unchanged(nodestore.Health, "n1", h1), nodestore.Delete(nodestore.Nodes, "p"))
+	wantErr(t, "delete checked on a stale revision", err, nodestore.ErrConflict)
+	mustGet(t, s, nodestore.Nodes, "p")
+
+	// A key may be checked and written in one apply.
+	apply(t, s, nil, nodestore.Unchanged(nodestore.Health, "n1", h2), nodestore.Put(nodestore.Health, "n1", &nodev1.NodeHealth{NodeName: "n1"}))
+
+	// Revision 0: the object was absent and must still be.
+	apply(t, s, nil, nodestore.Unchanged(nodestore.Health, "n2", 0), nodestore.Put(nodestore.Nodes, "q", node("q", "1")))
+	apply(t, s, nil, nodestore.Put(nodestore.Health, "n2", &nodev1.NodeHealth{NodeName: "n2"}))
+	_, err = s.Apply(c, nil, nodestore.Unchanged(nodestore.Health, "n2", 0), nodestore.Delete(nodestore.Nodes, "q"))
+	wantErr(t, "delete checked on an absent object that appeared", err, nodestore.ErrConflict)
+	mustGet(t, s, nodestore.Nodes, "q")
+
+	// Checks compose with the fence: a failed fence is still ErrFenced.
+	_, err = s.Apply(c, &nodestore.Fence{Key: "/no/such/leader/key", Revision: 1},
+		nodestore.Unchanged(nodestore.Health, "n2", 0), nodestore.Delete(nodestore.Nodes, "q"))
+	wantErr(t, "fenced apply with a failing check", err, nodestore.ErrFenced)
+}
+
 func testApplyBadInput(t *testing.T, s nodestore.Store) {
 	c := ctx(t)
 	isPrecondition := func(err error) bool {

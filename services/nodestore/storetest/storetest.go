@@ -66,6 +66,7 @@ var cases = []testCase{
 	{"ListManyAndApplyChunked", testListMany},
 	{"ApplyPreconditions", testApplyPreconditions},
 	{"ApplyIsAtomic", testApplyAtomic},
+	{"ApplyChecks", testApplyChecks},
 	{"ApplyRejectsBadInput", testApplyBadInput},
 	{"Fence", testFence},
 	{"TTL", testTTL},

@@ -25,8 +25,15 @@ type Scheduled struct {
 	// Seconds is the toleration that set FireAt, for explanations.
 	Seconds int64
 	// Taint is the taint the pod tolerates for Seconds (the first matched
-	// taint whose toleration gives the minimum).
+	// taint whose toleration gives the minimum), or the one it does not
+	// tolerate (deleted at once).
 	Taint *nodev1.Taint
+	// MetaRev and HealthRev are the mod revisions of the node's records
+	// (nodes/<node>, health/<node>; 0 when absent) the decision was made
+	// from: the taints are in them, and the deletion is conditional on
+	// both, so a view of the node that lags behind the store (a watch on a
+	// frozen etcd member, say) can never delete a pod.
+	MetaRev, HealthRev int64
 }
 
 // Action is what the evictor does with one pod after a decision.

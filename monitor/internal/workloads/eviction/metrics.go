@@ -18,12 +18,13 @@ const (
 	MetricExecuted   = "nodepulse_monitor_evictions_executed_total"
 	MetricFailed     = "nodepulse_monitor_eviction_failures_total"
 	MetricQueueDepth = "nodepulse_monitor_eviction_queue_depth"
+	MetricStale      = "nodepulse_monitor_eviction_stale_decisions_total"
 )
 
 type metrics struct {
-	scheduled, cancelled, failed prometheus.Counter
-	executed                     *prometheus.CounterVec
-	depth                        prometheus.Gauge
+	scheduled, cancelled, failed, stale prometheus.Counter
+	executed                            *prometheus.CounterVec
+	depth                               prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -38,12 +39,14 @@ func newMetrics() *metrics {
 			"Evictions that failed every try (retried at the next resync) or were fenced."),
 		depth: metric.Gauge(MetricQueueDepth,
 			"Pod deletions pending on the leader."),
+		stale: metric.Counter(MetricStale,
+			"Evictions refused by etcd because the node's records changed after the decision (the monitor's view lagged); decided again on a fresh read."),
 	}
 }
 
 // register registers the metrics on reg; a nil reg registers nothing.
 func (m *metrics) register(reg prometheus.Registerer) error {
-	return metric.Register(reg, m.scheduled, m.cancelled, m.executed, m.failed, m.depth)
+	return metric.Register(reg, m.scheduled, m.cancelled, m.executed, m.failed, m.depth, m.stale)
 }
 
 func sortSchedules(s []PodSchedule) {

@@ -8,9 +8,10 @@
 //
 // The decisions are pure (Matcher.Decide, injected now); Runner applies them
 // on the leader, with every write fenced by the leader's election key and
-// conditional on the pod's ModRevision. The same decisions put a pod's fate
-// in words for ExplainPod and ExplainNode (explain.go): the leader's
-// schedule where it has one, a prediction elsewhere.
+// conditional on the pod's ModRevision and on the ModRevisions of the node's
+// records the decision was made from (markAndDelete). The same decisions
+// put a pod's fate in words for ExplainPod and ExplainNode (explain.go):
+// the leader's schedule where it has one, a prediction elsewhere.
 //
 // Failover. Schedules live in the leader's memory, as upstream. A new leader
 // rebuilds them from what it can prove, which is never earlier than what
@@ -52,6 +53,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -265,20 +267,24 @@ func (r *Runner) resync(ctx context.Context) {
 	tainted := map[string]bool{}
 	for _, n := range nodes {
 		name := n.GetMetadata().GetName()
-		taints := NoExecuteTaints(n.GetSpec().GetTaints())
-		r.nodeTaints[name] = taints
-		if len(taints) == 0 {
+		if len(NoExecuteTaints(n.GetSpec().GetTaints())) == 0 {
+			r.nodeTaints[name] = nil
+			continue
+		}
+		v := r.view(name) // the node with its records' revisions
+		r.nodeTaints[name] = v.taints
+		if len(v.taints) == 0 {
 			continue
 		}
 		tainted[name] = true
 		for _, pe := range r.cache.PodsOnNode(name) {
-			r.processLocked(ctx, now, pe.Pod, name, taints)
+			r.processLocked(ctx, now, pe.Pod, name, v)
 		}
 	}
 	for _, it := range r.q.all() {
 		if !tainted[it.s.Node] {
 			if pe, ok := r.podByKey(it.key); ok {
-				r.processLocked(ctx, now, pe.Pod, it.s.Node, nil)
+				r.processLocked(ctx, now, pe.Pod, it.s.Node, nodeView{})
 			}
 		}
 	}
@@ -312,10 +318,30 @@ func (r *Runner) nodeChanged(ctx context.Context, now time.Time, ch cache.Change
 	if old, ok := r.nodeTaints[name]; ok && taintsEqual(old, taints) {
 		return
 	}
-	r.nodeTaints[name] = taints
+	// Decide on the node as the cache holds it now (never older than the
+	// change), with the revisions of its records that the deletion will
+	// be conditional on.
+	v := r.view(name)
+	r.nodeTaints[name] = v.taints
 	for _, pe := range r.cache.PodsOnNode(name) {
-		r.processLocked(ctx, now, pe.Pod, name, taints)
+		r.processLocked(ctx, now, pe.Pod, name, v)
 	}
+}
+
+// nodeView is what an eviction decision reads of a node: its NoExecute
+// taints and the revisions of the records they came from.
+type nodeView struct {
+	taints             []*nodev1.Taint
+	metaRev, healthRev int64
+}
+
+// view returns the cached view of node (no taints when it is not cached).
+func (r *Runner) view(node string) nodeView {
+	e, ok := r.cache.Entry(node)
+	if !ok {
+		return nodeView{}
+	}
+	return nodeView{taints: NoExecuteTaints(e.Node.GetSpec().GetTaints()), metaRev: e.MetaRev, healthRev: e.HealthRev}
 }
 
 func taintsEqual(a, b []*nodev1.Taint) bool {
@@ -351,15 +377,12 @@ func (r *Runner) podChanged(ctx context.Context, now time.Time, ch cache.PodChan
 		r.cancelLocked(ctx, now, key, p, "pod is not bound to a node")
 		return
 	}
-	var taints []*nodev1.Taint
-	if n, ok := r.cache.Node(node); ok {
-		taints = NoExecuteTaints(n.GetSpec().GetTaints())
-	}
-	r.processLocked(ctx, now, p, node, taints)
+	r.processLocked(ctx, now, p, node, r.view(node))
 }
 
 // processLocked decides for one pod and updates its schedule.
-func (r *Runner) processLocked(ctx context.Context, now time.Time, p *podv1.Pod, node string, taints []*nodev1.Taint) {
+func (r *Runner) processLocked(ctx context.Context, now time.Time, p *podv1.Pod, node string, v nodeView) {
+	taints := v.taints
 	md := p.GetMetadata()
 	key := cache.PodKey(md.GetNamespace(), md.GetName())
 	var prev *Scheduled
@@ -376,6 +399,9 @@ func (r *Runner) processLocked(ctx context.Context, now time.Time, p *podv1.Pod,
 		return
 	}
 	d := r.cfg.Matcher.Decide(now, md.GetUid(), node, taints, p.GetSpec().GetTolerations(), prev)
+	if d.Action == DeleteNow || d.Action == Schedule {
+		d.Next.MetaRev, d.Next.HealthRev = v.metaRev, v.healthRev
+	}
 	switch d.Action {
 	case Nothing, Keep:
 	case Cancel:
@@ -450,7 +476,8 @@ func (r *Runner) fireDue(ctx context.Context) error {
 }
 
 // evict records the event and deletes the pod: DisruptionTarget first, then
-// the delete, each fenced and conditional on the pod's revision; up to
+// the delete, each fenced and conditional on the pod's revision and on the
+// revisions of its node's records the decision was made from; up to
 // Retries tries, RetryWait apart (upstream deletePodHandler).
 func (r *Runner) evict(ctx context.Context, key string, s Scheduled) error {
 	pe, ok := r.podByKey(key)
@@ -473,58 +500,167 @@ func (r *Runner) evict(ctx context.Context, key string, s Scheduled) error {
 			case <-time.After(r.cfg.RetryWait):
 			}
 		}
-		var gone bool
-		gone, err = r.markAndDelete(ctx, key, s)
+		var res outcome
+		res, s, err = r.markAndDelete(ctx, key, s)
 		if errors.Is(err, nodestore.ErrFenced) {
 			r.m.failed.Inc()
 			r.lg.Warn("eviction rejected: no longer the leader", zap.String("pod", key))
 			return errLost
 		}
-		if err == nil {
-			if gone {
-				r.lg.Info("pod to evict is already gone", zap.String("pod", key))
-				return nil
-			}
+		if err != nil {
+			continue
+		}
+		switch res {
+		case podGone:
+			r.lg.Info("pod to evict is already gone", zap.String("pod", key))
+		case evicted:
 			r.m.executed.WithLabelValues(zone).Inc()
 			r.lg.Info("pod evicted", zap.String("pod", key), zap.String("node", s.Node), zap.Time("scheduledAt", s.FireAt),
 				zap.Duration("late", r.cfg.Now().Sub(s.FireAt)))
-			return nil
 		}
+		return nil
 	}
 	r.m.failed.Inc()
 	r.lg.Error("cannot evict pod; retrying at the next resync", zap.String("pod", key), zap.Int("tries", r.cfg.Retries), zap.Error(err))
 	return nil
 }
 
-// markAndDelete does one try; gone reports that the pod no longer exists
-// (or is another pod now, or is already terminating). The delete is
-// podlife's graceful one with the pod's own grace, preconditioned on the
-// UID and revision read here, so a pod that moved or changed meanwhile is
-// looked at again rather than deleted on stale grounds.
-func (r *Runner) markAndDelete(ctx context.Context, key string, s Scheduled) (gone bool, err error) {
+// outcome of one eviction try.
+type outcome int
+
+const (
+	evicted     outcome = iota
+	podGone             // gone, replaced or already terminating
+	withdrawn           // the node's current taints no longer call for it
+	rescheduled         // decided again: the deletion is due later
+)
+
+// markAndDelete does one try. The delete is podlife's graceful one with the
+// pod's own grace, preconditioned on the UID and revision read here, so a
+// pod that moved or changed meanwhile is looked at again rather than
+// deleted on stale grounds; and checked on the node's records at the
+// revisions s was decided from. Those come from the cache, which can lag
+// the store (its watch may be on a frozen etcd member, short of the
+// stale-watch pause): if they changed, etcd refuses the delete, and the
+// node is read from the store itself — which holds every write of this
+// leader, among them a taint it has just lifted — and the pod decided
+// again. It returns the schedule a further try should use.
+func (r *Runner) markAndDelete(ctx context.Context, key string, s Scheduled) (outcome, Scheduled, error) {
 	o, err := r.store.Get(ctx, nodestore.Pods, key)
 	if errors.Is(err, nodestore.ErrNotFound) {
-		return true, nil
+		return podGone, s, nil
 	}
 	if err != nil {
-		return false, err
+		return 0, s, err
 	}
 	p := o.Value.(*podv1.Pod)
 	if p.GetMetadata().GetUid() != s.UID || p.GetSpec().GetNodeName() != s.Node || podlife.IsTerminating(p) {
-		return true, nil
+		return podGone, s, nil
 	}
+	err = r.delete(ctx, key, o.ModRevision, s)
+	if errors.Is(err, podlife.ErrStale) {
+		r.m.stale.Inc()
+		var res outcome
+		var again bool
+		res, s, again, err = r.redecide(ctx, key, p, s)
+		if err != nil || !again {
+			return res, s, err
+		}
+		// Still due on the node as it is: delete, checked on the
+		// revisions just read.
+		err = r.delete(ctx, key, o.ModRevision, s)
+	}
+	if errors.Is(err, nodestore.ErrNotFound) {
+		return podGone, s, nil
+	}
+	return evicted, s, err
+}
+
+func (r *Runner) delete(ctx context.Context, key string, podRev int64, s Scheduled) error {
 	r.mu.Lock()
 	fence := r.fence
 	r.mu.Unlock()
 	ns, name := splitKey(key)
 	cond := &podv1.PodCondition{Type: podutil.DisruptionTarget, Status: nodemodel.True, Reason: podutil.ReasonTaintManager, Message: podutil.MessageTaintManager}
-	_, _, err = podlife.Delete(ctx, r.store, ns, name, podlife.DeleteOptions{
-		UID: s.UID, ResourceVersion: strconv.FormatInt(o.ModRevision, 10), Fence: &fence, Condition: cond,
+	_, _, err := podlife.Delete(ctx, r.store, ns, name, podlife.DeleteOptions{
+		UID: s.UID, ResourceVersion: strconv.FormatInt(podRev, 10), Fence: &fence, Condition: cond,
+		Unchanged: []nodestore.Op{
+			nodestore.Unchanged(nodestore.Nodes, s.Node, s.MetaRev),
+			nodestore.Unchanged(nodestore.Health, s.Node, s.HealthRev),
+		},
 	}, r.cfg.Now())
-	if errors.Is(err, nodestore.ErrNotFound) {
-		return true, nil
+	return err
+}
+
+// redecide decides for pod p again on its node as the store holds it now.
+// The toleration keeps counting from the schedule's start only while the
+// taint it was decided on is still there (same key, effect and time
+// added); a taint lifted and added again since restarts it from now, as a
+// cancel and a fresh schedule would have, had the view kept up. again
+// reports that the pod is to be deleted now, with the returned schedule.
+func (r *Runner) redecide(ctx context.Context, key string, p *podv1.Pod, s Scheduled) (res outcome, next Scheduled, again bool, err error) {
+	v, err := r.readView(ctx, s.Node)
+	if err != nil {
+		return 0, s, false, err
 	}
-	return false, err
+	now := r.cfg.Now()
+	var prev *Scheduled
+	if s.Taint != nil && slices.ContainsFunc(v.taints, func(t *nodev1.Taint) bool { return proto.Equal(t, s.Taint) }) {
+		prev = &s
+	}
+	d := r.cfg.Matcher.Decide(now, s.UID, s.Node, v.taints, p.GetSpec().GetTolerations(), prev)
+	if d.Action == Nothing || d.Action == Cancel {
+		r.m.cancelled.Inc()
+		// Warn: the cache lagged etcd by a taint change, which only a
+		// slow or frozen watch explains.
+		r.lg.Warn("eviction withdrawn: the node changed after the decision (the cache lagged etcd)", zap.String("pod", key), zap.String("node", s.Node),
+			zap.Int64("decidedAtHealthRev", s.HealthRev), zap.Int64("healthRev", v.healthRev), zap.String("why", d.Why))
+		r.mu.Lock()
+		r.eventLocked(ctx, now, p, "Normal", "Cancelling deletion of Pod "+key)
+		r.mu.Unlock()
+		return withdrawn, s, false, nil
+	}
+	next = d.Next
+	next.MetaRev, next.HealthRev = v.metaRev, v.healthRev
+	if next.FireAt.After(now) {
+		r.mu.Lock()
+		if r.q != nil {
+			r.q.set(key, next)
+			r.m.scheduled.Inc()
+			r.m.depth.Set(float64(r.q.Len()))
+		}
+		r.mu.Unlock()
+		r.lg.Warn("eviction postponed: the node changed after the decision (the cache lagged etcd)", zap.String("pod", key), zap.String("node", s.Node),
+			zap.Int64("decidedAtHealthRev", s.HealthRev), zap.Int64("healthRev", v.healthRev), zap.Time("at", next.FireAt), zap.String("why", d.Why))
+		return rescheduled, next, false, nil
+	}
+	r.lg.Info("node records changed after the decision; the pod is still due", zap.String("pod", key), zap.String("node", s.Node),
+		zap.Int64("decidedAtHealthRev", s.HealthRev), zap.Int64("healthRev", v.healthRev), zap.String("why", d.Why))
+	return evicted, next, true, nil
+}
+
+// readView reads node's records from the store (not the cache).
+func (r *Runner) readView(ctx context.Context, node string) (nodeView, error) {
+	var v nodeView
+	var all []*nodev1.Taint
+	o, err := r.store.Get(ctx, nodestore.Nodes, node)
+	switch {
+	case err == nil:
+		v.metaRev = o.ModRevision
+		all = append(all, o.Value.(*nodev1.Node).GetSpec().GetTaints()...)
+	case !errors.Is(err, nodestore.ErrNotFound):
+		return v, fmt.Errorf("read node %s: %w", node, err)
+	}
+	o, err = r.store.Get(ctx, nodestore.Health, node)
+	switch {
+	case err == nil:
+		v.healthRev = o.ModRevision
+		all = append(all, o.Value.(*nodev1.NodeHealth).GetTaints()...)
+	case !errors.Is(err, nodestore.ErrNotFound):
+		return v, fmt.Errorf("read health of %s: %w", node, err)
+	}
+	v.taints = NoExecuteTaints(all) // in the cache's order: the node's own, then the monitor's
+	return v, nil
 }
 
 // eventLocked records an event about a pod (best effort, fenced).
