@@ -78,7 +78,11 @@ func start(t *testing.T, token string) *env {
 		Budgets:   api.NewBudgetServer(ms, c, zap.NewNop(), nil),
 		Auth:      api.Authorizer{Plaintext: true, OperatorToken: token, Log: zap.NewNop()},
 	}
-	hs := httptest.NewServer(New(b, zap.NewNop(), "127.0.0.1"))
+	srv := New(b, zap.NewNop(), "127.0.0.1")
+	// Lease and event watches compare snapshots; the tests do not wait a
+	// second for each.
+	srv.pollEvery, srv.bookmarkEvery = 10*time.Millisecond, 50*time.Millisecond
+	hs := httptest.NewServer(srv)
 	t.Cleanup(func() { hs.Close(); cancel(); <-done; _ = ms.Close() })
 	for !c.Synced() {
 		time.Sleep(time.Millisecond)
