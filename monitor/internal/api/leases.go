@@ -8,15 +8,24 @@ import (
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
+	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/liveness"
 )
 
-// NodeLease is one node's lease as GetLease serves it, with the node's
-// name and creation time (a lease never stored has no creation time of
-// its own).
+// NodeLease is one node's lease: the stored record (nil when none) and
+// what the feeds said, with the node's name and creation time (a lease
+// never stored has no creation time of its own). Response is what GetLease
+// answers; a lease watch compares Stored and Live without building it.
 type NodeLease struct {
 	Name        string
 	NodeCreated time.Time
-	Lease       *nodev1.GetLeaseResponse
+	Stored      *nodev1.Lease
+	Live        liveness.Node
+}
+
+// Response is GetLease's answer for l.
+func (l *NodeLease) Response() *nodev1.GetLeaseResponse {
+	resp, _ := leaseResponse(l.Stored, l.Live)
+	return resp
 }
 
 // Leases reads the leases of the served nodes named after after, in name
@@ -49,8 +58,8 @@ func (s *Server) Leases(after string, limit int) ([]NodeLease, string, string) {
 			if limit > 0 && len(out) == limit {
 				return out, ver, out[len(out)-1].Name
 			}
-			if resp, ok := leaseResponse(e.Lease, s.live.Node(e.Name)); ok {
-				out = append(out, NodeLease{Name: e.Name, NodeCreated: e.Node.GetMetadata().GetCreationTimestamp().AsTime(), Lease: resp})
+			if lv := s.live.Node(e.Name); e.Lease != nil || !lv.RenewTime.IsZero() {
+				out = append(out, NodeLease{Name: e.Name, NodeCreated: e.Node.GetMetadata().GetCreationTimestamp().AsTime(), Stored: e.Lease, Live: lv})
 			}
 			after = e.Name
 		}

@@ -62,6 +62,20 @@ func fleet(tb testing.TB, n int) *Server {
 	return New(b, zap.NewNop(), "127.0.0.1")
 }
 
+// BenchmarkLeaseSnapshot100k is what a lease watch pays each second at
+// 100,000 nodes: one snapshot of fingerprints (poll.go), nothing converted.
+func BenchmarkLeaseSnapshot100k(b *testing.B) {
+	s := fleet(b, 100_000)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		sn, err := s.leaseSnapshot(ctx, "kube-node-lease")
+		if err != nil || len(sn.items) != 100_000 {
+			b.Fatalf("%d leases, %v", len(sn.items), err)
+		}
+	}
+}
+
 // BenchmarkListLeases100k lists the leases of 100,000 nodes: kubectl's
 // first page of 500, and the whole list in one answer (no limit).
 func BenchmarkListLeases100k(b *testing.B) {

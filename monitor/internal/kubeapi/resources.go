@@ -49,15 +49,17 @@ type resource struct {
 	// snapshot, for a resource without a change history (leases, events),
 	// is what its watch compares over time (poll.go).
 	snapshot func(ctx context.Context, ns string) (snapshot, error)
+	// fromSnapshot converts a snapshot's source object.
+	fromSnapshot func(src any) (object, error)
 }
 
 func (s *Server) resources() map[string]*resource {
 	rs := []*resource{
 		{name: "nodes", kind: "Node", gv: "v1", list: s.listNodes, get: s.getNode, watch: s.watchNodes},
 		{name: "pods", kind: "Pod", gv: "v1", namespaced: true, list: s.listPods, get: s.getPod, watch: s.watchPods},
-		{name: "events", kind: "Event", gv: "v1", namespaced: true, list: s.listEvents, snapshot: s.eventSnapshot},
+		{name: "events", kind: "Event", gv: "v1", namespaced: true, list: s.listEvents, snapshot: s.eventSnapshot, fromSnapshot: eventFromSnapshot},
 		{name: "namespaces", kind: "Namespace", gv: "v1", list: s.listNamespaces},
-		{name: "leases", kind: "Lease", gv: "coordination.k8s.io/v1", namespaced: true, list: s.listLeases, get: s.getLease, snapshot: s.leaseSnapshot},
+		{name: "leases", kind: "Lease", gv: "coordination.k8s.io/v1", namespaced: true, list: s.listLeases, get: s.getLease, snapshot: s.leaseSnapshot, fromSnapshot: leaseFromSnapshot},
 		{name: "poddisruptionbudgets", kind: "PodDisruptionBudget", gv: "policy/v1", namespaced: true, list: s.listBudgets, get: s.getBudget},
 		{name: "daemonsets", kind: "DaemonSet", gv: "apps/v1", namespaced: true, list: s.listWorkloads(npappsv1.WorkloadKind_WORKLOAD_KIND_DAEMON_SET), get: s.getWorkload(npappsv1.WorkloadKind_WORKLOAD_KIND_DAEMON_SET)},
 		{name: "replicasets", kind: "ReplicaSet", gv: "apps/v1", namespaced: true, list: s.listWorkloads(npappsv1.WorkloadKind_WORKLOAD_KIND_REPLICA_SET), get: s.getWorkload(npappsv1.WorkloadKind_WORKLOAD_KIND_REPLICA_SET)},
@@ -295,15 +297,15 @@ func (s *Server) getLease(ctx context.Context, ns, name string) (object, error) 
 	if err != nil {
 		return object{}, notFoundOr("leases.coordination.k8s.io", name, err)
 	}
-	l := api.NodeLease{Name: name, Lease: resp}
+	l := api.NodeLease{Name: name}
 	if n, err := s.b.Nodes.GetNode(ctx, &nodev1.GetNodeRequest{Name: name}); err == nil {
 		l.NodeCreated = n.GetNode().GetMetadata().GetCreationTimestamp().AsTime()
 	}
-	return leaseObject(l)
+	return leaseObject(&l, resp)
 }
 
-func leaseObject(l api.NodeLease) (object, error) {
-	k, err := convert.Lease(l.Name, l.Lease)
+func leaseObject(l *api.NodeLease, resp *nodev1.GetLeaseResponse) (object, error) {
+	k, err := convert.Lease(l.Name, resp)
 	if err != nil {
 		return object{}, err
 	}
@@ -332,8 +334,8 @@ func (s *Server) listLeases(ctx context.Context, ns string, sel selectors.Select
 	if next != "" {
 		p.cont = base64.RawURLEncoding.EncodeToString([]byte(next))
 	}
-	for _, l := range leases {
-		o, err := leaseObject(l)
+	for i := range leases {
+		o, err := leaseObject(&leases[i], leases[i].Response())
 		if err != nil {
 			return page{}, err
 		}
