@@ -221,12 +221,12 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *resourc
 		}
 	}
 	bookmark := func(end bool) error {
+		mu.Lock() // last is written by the watch's goroutine
+		defer mu.Unlock()
 		md := metav1.ObjectMeta{ResourceVersion: last}
 		if end {
 			md.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
 		}
-		mu.Lock()
-		defer mu.Unlock()
 		return out.Send(watch.Bookmark, map[string]any{"kind": res.kind, "apiVersion": res.gv, "metadata": md})
 	}
 	if initial {

@@ -33,9 +33,24 @@ import (
 type fakeLive struct {
 	mu   sync.Mutex
 	sent []string
+	// renewed: live renewals by node, never stored.
+	renewed map[string]time.Time
 }
 
-func (f *fakeLive) Node(string) liveness.Node { return liveness.Node{} }
+func (f *fakeLive) Node(name string) liveness.Node {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return liveness.Node{RenewTime: f.renewed[name], ObservedAt: f.renewed[name]}
+}
+
+func (f *fakeLive) renew(name string, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.renewed == nil {
+		f.renewed = map[string]time.Time{}
+	}
+	f.renewed[name] = at
+}
 func (f *fakeLive) SendCommand(_ context.Context, name, _ string) (string, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

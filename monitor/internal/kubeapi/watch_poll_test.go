@@ -117,6 +117,18 @@ func TestWatchLeases(t *testing.T) {
 	if ev := skipBookmarks(resumed); ev.Type != "DELETED" || decode[coordinationv1.Lease](t, ev.Object).Name != "a" {
 		t.Fatalf("lease gone: %s %s", ev.Type, ev.Object)
 	}
+	// A renewal seen only on a collector's feed (never stored) is a
+	// change too: a node that never checkpointed its lease has one now.
+	e.put(t, "c", nil, "True")
+	e.live.renew("c", t0.Add(20*time.Second))
+	if ev := skipBookmarks(resumed); ev.Type != "ADDED" || decode[coordinationv1.Lease](t, ev.Object).Name != "c" {
+		t.Fatalf("live lease: %s %s", ev.Type, ev.Object)
+	}
+	e.live.renew("c", t0.Add(30*time.Second))
+	ev = skipBookmarks(resumed)
+	if got := decode[coordinationv1.Lease](t, ev.Object); ev.Type != "MODIFIED" || got.Name != "c" || got.Spec.RenewTime == nil || !got.Spec.RenewTime.Time.Equal(t0.Add(30*time.Second)) {
+		t.Fatalf("live renewal: %s %s", ev.Type, ev.Object)
+	}
 	// Bookmarks come when asked for.
 	for {
 		if ev := table(); ev.Type == "BOOKMARK" {
