@@ -23,41 +23,6 @@ import (
 // together), as kube-apiserver's TotalAnnotationSizeLimitB.
 const maxAnnotationBytes = 256 << 10
 
-// SetNodeMetadata replaces the labels and annotations an operator keeps on
-// nodes/<name> (the monitor's API is that key's only writer after the
-// collector created it). nil leaves that map as it is. ifVersion, when set,
-// must equal the node's served resource version (409 otherwise). It is the
-// write behind `kubectl label` and `kubectl annotate` on the
-// Kubernetes-compatible API, with the same compare-and-swap as a cordon.
-func (s *Server) SetNodeMetadata(ctx context.Context, name string, labels, annotations map[string]string, ifVersion string) (*nodev1.Node, error) {
-	if err := checkMetadata(labels, annotations); err != nil {
-		return nil, err
-	}
-	if ifVersion != "" {
-		if cur, ok := s.cache.Node(name); ok && cur.GetMetadata().GetResourceVersion() != ifVersion {
-			return nil, status.Errorf(codes.Aborted, "node %q: resourceVersion %s does not match the current %s", name, ifVersion, cur.GetMetadata().GetResourceVersion())
-		}
-	}
-	n, err := s.update(ctx, name, func(n *nodev1.Node) (bool, error) {
-		if n.Metadata == nil {
-			n.Metadata = &nodev1.ObjectMeta{}
-		}
-		changed := false
-		if labels != nil && !maps.Equal(labels, n.Metadata.Labels) {
-			n.Metadata.Labels, changed = maps.Clone(labels), true
-		}
-		if annotations != nil && !maps.Equal(annotations, n.Metadata.Annotations) {
-			n.Metadata.Annotations, changed = maps.Clone(annotations), true
-		}
-		return changed, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	s.audit(ctx, "node", "metadata set", name, zap.Int("labels", len(labels)), zap.Int("annotations", len(annotations)))
-	return n, nil
-}
-
 // NodeUpdate is several operator changes of one node made together: what
 // a Kubernetes PATCH of a node amounts to. nil fields change nothing.
 type NodeUpdate struct {
@@ -67,15 +32,18 @@ type NodeUpdate struct {
 	// ignored); AddTaints are added or, for an existing key and effect,
 	// given their value.
 	RemoveTaints, AddTaints []*nodev1.Taint
-	// Labels and Annotations replace the node's maps (SetNodeMetadata).
+	// Labels and Annotations replace the node's maps (nodes/<name> holds
+	// them; the monitor's API is that key's only writer after the
+	// collector created it).
 	Labels, Annotations map[string]string
 }
 
 // UpdateNode makes every change of u in one compare-and-swap of
 // nodes/<name>: each part is checked first (the rules of CordonNode,
-// AddTaint, RemoveTaint and SetNodeMetadata) and the first refusal leaves
-// the node untouched. Done as those calls one after another, a patch that
-// cordoned and then set a refused taint stayed cordoned.
+// AddTaint and RemoveTaint, and kube-apiserver's for labels and
+// annotations) and the first refusal leaves the node untouched. Done as
+// those calls one after another, a patch that cordoned and then set a
+// refused taint stayed cordoned.
 func (s *Server) UpdateNode(ctx context.Context, name string, u NodeUpdate) (*nodev1.Node, error) {
 	now := s.now()
 	for _, t := range u.AddTaints {
@@ -150,7 +118,7 @@ func (s *Server) UpdateNode(ctx context.Context, name string, u NodeUpdate) (*no
 	return n, nil
 }
 
-// checkMetadata validates labels and annotations as SetNodeMetadata does
+// checkMetadata validates labels and annotations
 // (nil maps are not checked).
 func checkMetadata(labels, annotations map[string]string) error {
 	if labels != nil {
