@@ -221,10 +221,20 @@ func (s *Server) GetLease(_ context.Context, req *nodev1.GetLeaseRequest) (*node
 	if err := checkName("name", req.GetName()); err != nil {
 		return nil, err
 	}
-	l, ok := s.cache.Lease(req.GetName())
-	lv := s.live.Node(req.GetName())
-	if !ok && lv.RenewTime.IsZero() {
+	l, _ := s.cache.Lease(req.GetName())
+	resp, ok := leaseResponse(l, s.live.Node(req.GetName()))
+	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no lease for node %q (neither stored nor seen on a collector feed)", req.GetName())
+	}
+	return resp, nil
+}
+
+// leaseResponse is what GetLease answers for a node with stored lease l
+// (nil when none) and live state lv; false when the monitor knows of no
+// lease at all.
+func leaseResponse(l *nodev1.Lease, lv liveness.Node) (*nodev1.GetLeaseResponse, bool) {
+	if l == nil && lv.RenewTime.IsZero() {
+		return nil, false
 	}
 	resp := &nodev1.GetLeaseResponse{Lease: l, Collector: lv.Collector}
 	if resp.Collector == "" {
@@ -236,7 +246,7 @@ func (s *Server) GetLease(_ context.Context, req *nodev1.GetLeaseRequest) (*node
 	}
 	resp.ObservedRenewTime = nodemodel.Timestamp(obsRenew)
 	resp.ObservedTime = nodemodel.Timestamp(obsAt)
-	return resp, nil
+	return resp, true
 }
 
 // update applies fn to nodes/<name> with compare-and-swap, retrying on

@@ -151,7 +151,7 @@ func (s *Server) serveList(w http.ResponseWriter, r *http.Request, res *resource
 // same and marks their end with the initial-events-end bookmark, which
 // client-go's streaming list waits for.
 func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *resource, req request) error {
-	if res.watch == nil {
+	if res.watch == nil && res.snapshot == nil {
 		return methodNotAllowed("watch is not supported on " + res.name + " by nodepulse; list it again instead")
 	}
 	sel, err := s.parseSelectors(r, res)
@@ -177,6 +177,15 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *resourc
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
 	rv := q.Get("resourceVersion")
+	var base snapshot
+	if res.snapshot != nil {
+		// Taken before the list, so that a change between the two is sent
+		// again (as MODIFIED or ADDED) rather than lost. A watch resuming
+		// from a version starts from now: there is no history to replay.
+		if base, err = res.snapshot(ctx, req.namespace); err != nil {
+			return err
+		}
+	}
 	var listed []object
 	if rv == "" || rv == "0" || initial {
 		p, err := res.list(ctx, req.namespace, sel, 0, "")
@@ -212,12 +221,12 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *resourc
 		}
 	}
 	bookmark := func(end bool) error {
+		mu.Lock() // last is written by the watch's goroutine
+		defer mu.Unlock()
 		md := metav1.ObjectMeta{ResourceVersion: last}
 		if end {
 			md.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
 		}
-		mu.Lock()
-		defer mu.Unlock()
 		return out.Send(watch.Bookmark, map[string]any{"kind": res.kind, "apiVersion": res.gv, "metadata": md})
 	}
 	if initial {
@@ -242,9 +251,16 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *resourc
 			}
 		}()
 	}
-	err = res.watch(ctx, req.namespace, rv, sel, func(typ string, o object, evRV string) error {
+	changed := func(typ string, o object, evRV string) error {
 		match := typ != watch.Deleted && sel.Matches(o.meta.Labels, o.fields)
-		ev := filter.Next(o.meta.Namespace+"/"+o.meta.Name, typ, match)
+		// Without a selector every change is the client's as it is: a
+		// watch resumed from a version has no record of what the client
+		// saw, and the filter would make a MODIFIED of an object listed
+		// earlier an ADDED and drop its DELETED.
+		ev := typ
+		if !sel.Everything() {
+			ev = filter.Next(o.meta.Namespace+"/"+o.meta.Name, typ, match)
+		}
 		mu.Lock()
 		last = evRV
 		mu.Unlock()
@@ -255,7 +271,12 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, res *resourc
 		// it, and several objects can change in one etcd revision.
 		o.meta.ResourceVersion = evRV
 		return send(ev, o)
-	})
+	}
+	if res.watch != nil {
+		err = res.watch(ctx, req.namespace, rv, sel, changed)
+	} else {
+		err = s.pollWatch(ctx, res, req.namespace, base, changed)
+	}
 	if err != nil && ctx.Err() == nil {
 		st := fromGRPC(res.name, "", err).st
 		mu.Lock()

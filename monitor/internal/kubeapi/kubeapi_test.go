@@ -33,9 +33,24 @@ import (
 type fakeLive struct {
 	mu   sync.Mutex
 	sent []string
+	// renewed: live renewals by node, never stored.
+	renewed map[string]time.Time
 }
 
-func (f *fakeLive) Node(string) liveness.Node { return liveness.Node{} }
+func (f *fakeLive) Node(name string) liveness.Node {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return liveness.Node{RenewTime: f.renewed[name], ObservedAt: f.renewed[name]}
+}
+
+func (f *fakeLive) renew(name string, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.renewed == nil {
+		f.renewed = map[string]time.Time{}
+	}
+	f.renewed[name] = at
+}
 func (f *fakeLive) SendCommand(_ context.Context, name, _ string) (string, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -78,7 +93,11 @@ func start(t *testing.T, token string) *env {
 		Budgets:   api.NewBudgetServer(ms, c, zap.NewNop(), nil),
 		Auth:      api.Authorizer{Plaintext: true, OperatorToken: token, Log: zap.NewNop()},
 	}
-	hs := httptest.NewServer(New(b, zap.NewNop(), "127.0.0.1"))
+	srv := New(b, zap.NewNop(), "127.0.0.1")
+	// Lease and event watches compare snapshots; the tests do not wait a
+	// second for each.
+	srv.pollEvery, srv.bookmarkEvery = 10*time.Millisecond, 50*time.Millisecond
+	hs := httptest.NewServer(srv)
 	t.Cleanup(func() { hs.Close(); cancel(); <-done; _ = ms.Close() })
 	for !c.Synced() {
 		time.Sleep(time.Millisecond)
@@ -299,5 +318,55 @@ func TestWatchNodes(t *testing.T) {
 	code, b := e.do(t, "GET", "/api/v1/nodes?watch=1&sendInitialEvents=true", "application/json", "", "")
 	if code != 422 {
 		t.Fatalf("sendInitialEvents without resourceVersionMatch: %d %s", code, b)
+	}
+}
+
+// TestNodePatchAllOrNothing: a patch one part of which is refused changes
+// nothing (it is one compare-and-swap, every part checked first), and one
+// that is accepted is one write however many parts it has.
+func TestNodePatchAllOrNothing(t *testing.T) {
+	e := start(t, "")
+	e.put(t, "a", nil, "True")
+	stored := func() (*nodev1.Node, int64) {
+		o, err := e.store.Get(context.Background(), nodestore.Nodes, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.Value.(*nodev1.Node), o.ModRevision
+	}
+	_, rev0 := stored()
+	for _, bad := range []struct{ ctype, body string }{
+		// Cordon and label with a controller-managed taint.
+		{"application/strategic-merge-patch+json", `{"metadata":{"labels":{"team":"a"}},"spec":{"unschedulable":true,"taints":[{"key":"k","effect":"NoSchedule"},{"key":"node.kubernetes.io/unreachable","effect":"NoExecute"}]}}`},
+		// Cordon and taint with an invalid label.
+		{"application/merge-patch+json", `{"metadata":{"labels":{"bad key!":"x"}},"spec":{"unschedulable":true,"taints":[{"key":"k","effect":"NoSchedule"}]}}`},
+		// Cordon with a taint of an unknown effect.
+		{"application/json-patch+json", `[{"op":"add","path":"/spec/unschedulable","value":true},{"op":"add","path":"/spec/taints","value":[{"key":"k","effect":"Sometimes"}]}]`},
+	} {
+		code, b := e.do(t, "PATCH", "/api/v1/nodes/a", "application/json", bad.ctype, bad.body)
+		if code != 422 {
+			t.Fatalf("patch %s: %d %s", bad.body, code, b)
+		}
+		if n, rev := stored(); rev != rev0 || n.GetSpec().GetUnschedulable() || len(n.GetSpec().GetTaints()) != 0 || len(n.GetMetadata().GetLabels()) != 0 {
+			t.Fatalf("refused patch %s changed the node (revision %d → %d): %v", bad.body, rev0, rev, n)
+		}
+	}
+	code, b := e.do(t, "PATCH", "/api/v1/nodes/a", "application/json", "application/strategic-merge-patch+json",
+		`{"metadata":{"labels":{"team":"a"},"annotations":{"note":"x"}},"spec":{"unschedulable":true,"taints":[{"key":"k","value":"v","effect":"NoExecute"}]}}`)
+	if code != 200 {
+		t.Fatalf("patch: %d %s", code, b)
+	}
+	n, rev := stored()
+	if !n.GetSpec().GetUnschedulable() || len(n.GetSpec().GetTaints()) != 1 || n.GetSpec().GetTaints()[0].GetTimeAdded() == nil ||
+		n.GetMetadata().GetLabels()["team"] != "a" || n.GetMetadata().GetAnnotations()["note"] != "x" {
+		t.Fatalf("stored node: %v", n)
+	}
+	if rev != e.store.Revision() || rev != rev0+1 {
+		t.Fatalf("the patch took %d writes (revision %d → %d)", rev-rev0, rev0, rev)
+	}
+	// Uncordon and remove the taint together.
+	code, b = e.do(t, "PATCH", "/api/v1/nodes/a", "application/json", "application/merge-patch+json", `{"spec":{"unschedulable":null,"taints":null}}`)
+	if n, _ := stored(); code != 200 || n.GetSpec().GetUnschedulable() || len(n.GetSpec().GetTaints()) != 0 {
+		t.Fatalf("uncordon and untaint: %d %s; stored %v", code, b, n)
 	}
 }

@@ -5,6 +5,7 @@ package kubeapi
 
 import (
 	"context"
+	"encoding/base64"
 	"math"
 	"sort"
 	"time"
@@ -18,6 +19,7 @@ import (
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	nppolicyv1 "github.com/nodepulse/nodepulse/gen/nodepulse/policy/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/api"
 	"github.com/nodepulse/nodepulse/monitor/internal/kubeapi/convert"
 	"github.com/nodepulse/nodepulse/monitor/internal/kubeapi/selectors"
 )
@@ -44,15 +46,20 @@ type resource struct {
 	list                     func(ctx context.Context, ns string, sel selectors.Selectors, limit int, cont string) (page, error)
 	get                      func(ctx context.Context, ns, name string) (object, error)
 	watch                    func(ctx context.Context, ns, rv string, sel selectors.Selectors, send func(typ string, o object, rv string) error) error
+	// snapshot, for a resource without a change history (leases, events),
+	// is what its watch compares over time (poll.go).
+	snapshot func(ctx context.Context, ns string) (snapshot, error)
+	// fromSnapshot converts a snapshot's source object.
+	fromSnapshot func(src any) (object, error)
 }
 
 func (s *Server) resources() map[string]*resource {
 	rs := []*resource{
 		{name: "nodes", kind: "Node", gv: "v1", list: s.listNodes, get: s.getNode, watch: s.watchNodes},
 		{name: "pods", kind: "Pod", gv: "v1", namespaced: true, list: s.listPods, get: s.getPod, watch: s.watchPods},
-		{name: "events", kind: "Event", gv: "v1", namespaced: true, list: s.listEvents},
+		{name: "events", kind: "Event", gv: "v1", namespaced: true, list: s.listEvents, snapshot: s.eventSnapshot, fromSnapshot: eventFromSnapshot},
 		{name: "namespaces", kind: "Namespace", gv: "v1", list: s.listNamespaces},
-		{name: "leases", kind: "Lease", gv: "coordination.k8s.io/v1", namespaced: true, list: s.listLeases, get: s.getLease},
+		{name: "leases", kind: "Lease", gv: "coordination.k8s.io/v1", namespaced: true, list: s.listLeases, get: s.getLease, snapshot: s.leaseSnapshot, fromSnapshot: leaseFromSnapshot},
 		{name: "poddisruptionbudgets", kind: "PodDisruptionBudget", gv: "policy/v1", namespaced: true, list: s.listBudgets, get: s.getBudget},
 		{name: "daemonsets", kind: "DaemonSet", gv: "apps/v1", namespaced: true, list: s.listWorkloads(npappsv1.WorkloadKind_WORKLOAD_KIND_DAEMON_SET), get: s.getWorkload(npappsv1.WorkloadKind_WORKLOAD_KIND_DAEMON_SET)},
 		{name: "replicasets", kind: "ReplicaSet", gv: "apps/v1", namespaced: true, list: s.listWorkloads(npappsv1.WorkloadKind_WORKLOAD_KIND_REPLICA_SET), get: s.getWorkload(npappsv1.WorkloadKind_WORKLOAD_KIND_REPLICA_SET)},
@@ -282,41 +289,55 @@ func (s *Server) listNamespaces(ctx context.Context, _ string, sel selectors.Sel
 	return p, nil
 }
 
-func (s *Server) leaseObject(ctx context.Context, name string) (object, error) {
-	resp, err := s.b.Nodes.GetLease(ctx, &nodev1.GetLeaseRequest{Name: name})
-	if err != nil {
-		return object{}, notFoundOr("leases.coordination.k8s.io", name, err)
-	}
-	k, err := convert.Lease(name, resp)
-	if err != nil {
-		return object{}, err
-	}
-	if n, err := s.b.Nodes.GetNode(ctx, &nodev1.GetNodeRequest{Name: name}); err == nil && k.CreationTimestamp.IsZero() {
-		k.CreationTimestamp = metav1.Time{Time: n.GetNode().GetMetadata().GetCreationTimestamp().AsTime()}
-	}
-	return object{obj: k, meta: &k.ObjectMeta, fields: selectors.LeaseFields(k)}, nil
-}
-
 func (s *Server) getLease(ctx context.Context, ns, name string) (object, error) {
 	if ns != convert.NodeLeaseNamespace {
 		return object{}, notFound("leases.coordination.k8s.io", name)
 	}
-	return s.leaseObject(ctx, name)
+	resp, err := s.b.Nodes.GetLease(ctx, &nodev1.GetLeaseRequest{Name: name})
+	if err != nil {
+		return object{}, notFoundOr("leases.coordination.k8s.io", name, err)
+	}
+	l := api.NodeLease{Name: name}
+	if n, err := s.b.Nodes.GetNode(ctx, &nodev1.GetNodeRequest{Name: name}); err == nil {
+		l.NodeCreated = n.GetNode().GetMetadata().GetCreationTimestamp().AsTime()
+	}
+	return leaseObject(&l, resp)
 }
 
+func leaseObject(l *api.NodeLease, resp *nodev1.GetLeaseResponse) (object, error) {
+	k, err := convert.Lease(l.Name, resp)
+	if err != nil {
+		return object{}, err
+	}
+	if k.CreationTimestamp.IsZero() {
+		k.CreationTimestamp = metav1.Time{Time: l.NodeCreated}
+	}
+	return object{obj: k, meta: &k.ObjectMeta, fields: selectors.LeaseFields(k)}, nil
+}
+
+// listLeases reads the leases in one pass over what the monitor holds
+// (NodeService.Leases), paged by node name like nodes.
 func (s *Server) listLeases(ctx context.Context, ns string, sel selectors.Selectors, limit int, cont string) (page, error) {
 	if ns != "" && ns != convert.NodeLeaseNamespace {
 		return page{rv: s.nodesVersion(ctx)}, nil
 	}
-	nodes, err := s.listNodes(ctx, "", selectors.Selectors{}, limit, cont)
-	if err != nil {
-		return page{}, err
+	after := ""
+	if cont != "" {
+		b, err := base64.RawURLEncoding.DecodeString(cont)
+		if err != nil || len(b) == 0 {
+			return page{}, invalid("continue: not a token returned by a list of leases")
+		}
+		after = string(b)
 	}
-	p := page{rv: nodes.rv, cont: nodes.cont}
-	for _, n := range nodes.items {
-		o, err := s.leaseObject(ctx, n.meta.Name)
+	leases, rv, next := s.b.Nodes.Leases(after, limit)
+	p := page{rv: rv}
+	if next != "" {
+		p.cont = base64.RawURLEncoding.EncodeToString([]byte(next))
+	}
+	for i := range leases {
+		o, err := leaseObject(&leases[i], leases[i].Response())
 		if err != nil {
-			continue // a node that never renewed has no lease
+			return page{}, err
 		}
 		if sel.Matches(o.meta.Labels, o.fields) {
 			p.items = append(p.items, o)

@@ -55,11 +55,13 @@ type Server struct {
 	maxWatch time.Duration
 	// bookmarkEvery spaces the bookmarks of a watch that asked for them.
 	bookmarkEvery time.Duration
+	// pollEvery spaces the snapshots a lease or event watch compares.
+	pollEvery time.Duration
 }
 
 // New returns the handler; addr is what /api advertises.
 func New(b Backends, lg *zap.Logger, addr string) *Server {
-	return &Server{b: b, lg: lg, now: time.Now, addr: addr, maxWatch: 30 * time.Minute, bookmarkEvery: time.Minute}
+	return &Server{b: b, lg: lg, now: time.Now, addr: addr, maxWatch: 30 * time.Minute, bookmarkEvery: time.Minute, pollEvery: time.Second}
 }
 
 // ServeHTTP routes a request.

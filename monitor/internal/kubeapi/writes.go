@@ -25,6 +25,7 @@ import (
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/api"
 	"github.com/nodepulse/nodepulse/monitor/internal/kubeapi/convert"
 	"github.com/nodepulse/nodepulse/monitor/internal/kubeapi/patch"
 )
@@ -150,62 +151,48 @@ func taintMap(ts []corev1.Taint) map[taintKey]corev1.Taint {
 	return m
 }
 
-// writeNode makes the NodeService calls that take old to want, in the
-// order kubectl's commands imply (cordon before taints before metadata).
-// They are separate compare-and-swap writes, as the gRPC calls are.
+// writeNode makes the change from old to want as one NodeService write
+// (UpdateNode): a cordon, the taints and the metadata go together in one
+// compare-and-swap of nodes/<name>, every part checked before it, so a
+// patch that is refused in part changes nothing.
 func (s *Server) writeNode(ctx context.Context, name string, old, want *corev1.Node) error {
-	nodes := s.b.Nodes
+	var u api.NodeUpdate
 	if want.Spec.Unschedulable != old.Spec.Unschedulable {
-		var err error
-		if want.Spec.Unschedulable {
-			_, err = nodes.CordonNode(ctx, &nodev1.CordonNodeRequest{Name: name})
-		} else {
-			_, err = nodes.UncordonNode(ctx, &nodev1.UncordonNodeRequest{Name: name})
-		}
-		if err != nil {
-			return fromGRPC("nodes", name, err)
-		}
+		u.Unschedulable = &want.Spec.Unschedulable
 	}
 	ot, nt := taintMap(old.Spec.Taints), taintMap(want.Spec.Taints)
 	for _, t := range old.Spec.Taints {
 		if _, ok := nt[taintKey{t.Key, string(t.Effect)}]; ok {
 			continue
 		}
-		if t.Key == corev1.TaintNodeUnschedulable && want.Spec.Unschedulable != old.Spec.Unschedulable {
+		if t.Key == corev1.TaintNodeUnschedulable && u.Unschedulable != nil {
 			continue // follows the cordon
 		}
-		if _, err := nodes.RemoveTaint(ctx, &nodev1.RemoveTaintRequest{Name: name, Key: t.Key, Effect: string(t.Effect)}); err != nil {
-			return fromGRPC("nodes", name, err)
-		}
+		u.RemoveTaints = append(u.RemoveTaints, convert.Taint(t))
 	}
 	for _, t := range want.Spec.Taints {
 		if o, ok := ot[taintKey{t.Key, string(t.Effect)}]; ok && o.Value == t.Value {
 			continue
 		}
-		if _, err := nodes.AddTaint(ctx, &nodev1.AddTaintRequest{Name: name, Taint: convert.Taint(t)}); err != nil {
-			return fromGRPC("nodes", name, err)
-		}
+		u.AddTaints = append(u.AddTaints, convert.Taint(t))
 	}
-	var labels, annotations map[string]string
 	if !maps.Equal(old.Labels, want.Labels) {
-		labels = want.Labels
-		if labels == nil {
-			labels = map[string]string{}
+		u.Labels = want.Labels
+		if u.Labels == nil {
+			u.Labels = map[string]string{}
 		}
 	}
 	if !maps.Equal(old.Annotations, want.Annotations) {
-		annotations = want.Annotations
-		if annotations == nil {
-			annotations = map[string]string{}
+		u.Annotations = want.Annotations
+		if u.Annotations == nil {
+			u.Annotations = map[string]string{}
 		}
 	}
-	if labels != nil || annotations != nil {
-		if _, err := nodes.SetNodeMetadata(ctx, name, labels, annotations, ""); err != nil {
-			return fromGRPC("nodes", name, err)
-		}
+	if _, err := s.b.Nodes.UpdateNode(ctx, name, u); err != nil {
+		return fromGRPC("nodes", name, err)
 	}
 	if v, ok := want.Annotations[ForceStatusUpdateAnnotation]; ok && v != old.Annotations[ForceStatusUpdateAnnotation] {
-		if _, err := nodes.RequestStatusUpdate(ctx, &nodev1.RequestStatusUpdateRequest{Name: name}); err != nil {
+		if _, err := s.b.Nodes.RequestStatusUpdate(ctx, &nodev1.RequestStatusUpdateRequest{Name: name}); err != nil {
 			// The annotation is kept, as in Kubernetes; the update is best
 			// effort (a node on no followed collector cannot be asked).
 			s.lg.Warn("force-status-update annotation: the status update was not requested", zap.String("node", name), zap.Error(err))

@@ -72,14 +72,7 @@ func Pod(p *podv1.Pod) (*corev1.Pod, error) {
 // Lease is a node's lease in kube-node-lease, renewTime the newest the
 // monitor knows (stored checkpoint or live feed, whichever is later).
 func Lease(name string, r *nodev1.GetLeaseResponse) (*coordinationv1.Lease, error) {
-	out := &coordinationv1.Lease{}
-	l := r.GetLease()
-	if l == nil {
-		l = &nodev1.Lease{}
-	}
-	if err := into(l, out, nil); err != nil {
-		return nil, err
-	}
+	out := fastLease(r.GetLease())
 	out.TypeMeta = metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"}
 	out.Name, out.Namespace = name, NodeLeaseNamespace
 	if out.Spec.HolderIdentity == nil {

@@ -5,6 +5,7 @@ package convert
 
 import (
 	"google.golang.org/protobuf/types/known/timestamppb"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,4 +84,39 @@ func resources(m map[string]string) corev1.ResourceList {
 		}
 	}
 	return out
+}
+
+// fastLease is the stored lease l (nil: none) without reflection: a list
+// of 100,000 leases spent most of its time in the generic path. The test
+// checks it against genericLease.
+func fastLease(l *nodev1.Lease) *coordinationv1.Lease {
+	out := &coordinationv1.Lease{}
+	if m := l.GetMetadata(); m != nil {
+		out.ObjectMeta = objectMeta(m)
+	}
+	sp := l.GetSpec()
+	if h := sp.GetHolderIdentity(); h != "" {
+		out.Spec.HolderIdentity = &h
+	}
+	if d := sp.GetLeaseDurationSeconds(); d != 0 {
+		out.Spec.LeaseDurationSeconds = &d
+	}
+	out.Spec.RenewTime, out.Spec.AcquireTime = microPtr(sp.GetRenewTime()), microPtr(sp.GetAcquireTime())
+	return out
+}
+
+// genericLease is fastLease through the generic path.
+func genericLease(l *nodev1.Lease) (*coordinationv1.Lease, error) {
+	out := &coordinationv1.Lease{}
+	if l == nil {
+		l = &nodev1.Lease{}
+	}
+	return out, into(l, out, nil)
+}
+
+func microPtr(t *timestamppb.Timestamp) *metav1.MicroTime {
+	if t == nil {
+		return nil
+	}
+	return &metav1.MicroTime{Time: t.AsTime().UTC().Truncate(1000).Local()}
 }

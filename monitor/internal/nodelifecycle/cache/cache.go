@@ -599,6 +599,27 @@ func (c *Cache) AppendEntries(dst []Entry) ([]Entry, int64) {
 	return out, c.rev
 }
 
+// EntriesAfter appends to dst the entries of the served nodes named after
+// after, in name order, at most limit of them (0: all), and returns the
+// version they reflect and whether more follow. A paged read of 100,000
+// nodes (the kube API's leases) then costs each page its own entries,
+// not a copy of the whole fleet.
+func (c *Cache) EntriesAfter(dst []Entry, after string, limit int) ([]Entry, Version, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	ids := c.sortedIDsRLocked()
+	i := sort.Search(len(ids), func(i int) bool { return c.slots[ids[i]].name > after })
+	end := len(ids)
+	if limit > 0 && i+limit < end {
+		end = i + limit
+	}
+	dst = slices.Grow(dst, end-i)
+	for _, id := range ids[i:end] {
+		dst = append(dst, c.entryAt(id))
+	}
+	return dst, c.versionLocked(), end < len(ids)
+}
+
 // sortedIDsRLocked returns the slots of the served nodes in name order;
 // mu must be held (for reading at least). The slice is never modified
 // after it is returned: a change of the names makes a new one.
