@@ -255,6 +255,7 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 		return nil, a.closeOnErr(err)
 	}
 	a.ingest.SetPods(a.pods)
+	a.ingest.SetHints(a.hints)
 	fc := cfg.Feed
 	fc.CollectorID = cfg.ID
 	if a.feed, err = feed.New(fc, a.table, a.ingest, lg, reg); err != nil {

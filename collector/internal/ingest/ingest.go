@@ -147,6 +147,7 @@ type Server struct {
 	inline   atomic.Int64 // streams served on the handler goroutine alone (serveInline)
 	noInline atomic.Bool  // tests: always serve with a reader goroutine
 	draining atomic.Bool
+	hints    atomic.Pointer[func(draining bool) Hinter]
 	handlers sync.WaitGroup
 
 	mu      sync.Mutex
@@ -208,8 +209,50 @@ func (s *Server) Command(name string, cmd *collectorv1.Command) bool {
 }
 
 func reconnect(reason string, within time.Duration) *collectorv1.ReportResponse {
+	return reconnectTo(reason, within, "")
+}
+
+// reconnectTo is reconnect naming the collector to go to (spec §20.3).
+func reconnectTo(reason string, within time.Duration, to string) *collectorv1.ReportResponse {
 	return &collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Command{Command: &collectorv1.Command{
-		Command: &collectorv1.Command_Reconnect{Reconnect: &collectorv1.Reconnect{Reason: reason, Within: durationpb.New(within)}}}}}
+		Command: &collectorv1.Command_Reconnect{Reconnect: &collectorv1.Reconnect{Reason: reason, Within: durationpb.New(within), PreferredAddress: to}}}}}
+}
+
+// Hinter names where each of a batch of reporters asked to leave should
+// go ("" for nowhere in particular); balance.Hints is one.
+type Hinter interface{ Next() string }
+
+// SetHints installs what names the collectors reporters asked to leave are
+// sent to (the collector app's view of discovery; draining says the batch
+// is a drain's). Without it Reconnect names none.
+func (s *Server) SetHints(f func(draining bool) Hinter) { s.hints.Store(&f) }
+
+// hinted returns a message for each of n streams told to reconnect, each
+// naming the destination the hinter chose for it; streams given the same
+// destination share one message.
+func (s *Server) hinted(reason string, within time.Duration, n int, draining bool) []*collectorv1.ReportResponse {
+	out := make([]*collectorv1.ReportResponse, n)
+	var h Hinter
+	if f := s.hints.Load(); f != nil {
+		h = (*f)(draining)
+	}
+	byAddr := map[string]*collectorv1.ReportResponse{}
+	for i := range out {
+		to := ""
+		if h != nil {
+			to = h.Next()
+		}
+		m, ok := byAddr[to]
+		if !ok {
+			m = reconnectTo(reason, within, to)
+			byAddr[to] = m
+		}
+		out[i] = m
+		if to != "" {
+			s.m.hints.Inc()
+		}
+	}
+	return out
 }
 
 // broadcastWorkers send a broadcast command to every stream. Pushing it
@@ -225,13 +268,14 @@ const broadcastWorkers = 8
 // reading) holds its worker until that stream ends, so broadcast waits for
 // the workers at most wait; the rest of the list is still served after it
 // returns.
-func (s *Server) broadcast(m *collectorv1.ReportResponse, wait time.Duration) (int, int) {
+func (s *Server) broadcast(reason string, within time.Duration, draining bool, wait time.Duration) (int, int) {
 	s.mu.Lock()
 	list := make([]*stream, 0, len(s.streams))
 	for _, st := range s.streams {
 		list = append(list, st)
 	}
 	s.mu.Unlock()
+	msgs := s.hinted(reason, within, len(list), draining)
 	var next, sent atomic.Int64
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -240,7 +284,7 @@ func (s *Server) broadcast(m *collectorv1.ReportResponse, wait time.Duration) (i
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1) - 1; i < int64(len(list)); i = next.Add(1) - 1 {
-				if list[i].sendNow(m) {
+				if list[i].sendNow(msgs[i]) {
 					sent.Add(1)
 				}
 			}
@@ -265,7 +309,7 @@ func (s *Server) Drain(window time.Duration) {
 		return
 	}
 	start := time.Now()
-	n, total := s.broadcast(reconnect("collector draining", window), window)
+	n, total := s.broadcast("collector draining", window, true, window)
 	s.lg.Info("draining: told reporters to reconnect elsewhere", zap.Int("streams", n), zap.Int("of", total), zap.Duration("within", window),
 		zap.Duration("took", time.Since(start)))
 	time.AfterFunc(window+time.Second, func() {
@@ -305,7 +349,7 @@ func (s *Server) Run(ctx context.Context) error {
 			told = false
 		case !told && s.cfg.UnavailableReconnectAfter > 0 && down >= s.cfg.UnavailableReconnectAfter:
 			told = true
-			n, total := s.broadcast(reconnect("etcd unavailable from this collector", s.cfg.ReconnectWindow), s.cfg.ReconnectWindow)
+			n, total := s.broadcast("etcd unavailable from this collector", s.cfg.ReconnectWindow, true, s.cfg.ReconnectWindow)
 			s.lg.Warn("etcd unavailable too long: told reporters to reconnect elsewhere", zap.Duration("outage", down), zap.Int("streams", n), zap.Int("of", total))
 		}
 	})
@@ -631,7 +675,7 @@ func (s *Server) attach(st *stream, rq *registration) error {
 		ce.Write(zap.String("node", name), zap.String("reporter", rq.reg.GetReporterId()), zap.Bool("created", res.Created), zap.Uint64("gen", st.gen))
 	}
 	if s.draining.Load() {
-		st.push(reconnect("collector draining", time.Second))
+		st.push(s.hinted("collector draining", time.Second, 1, true)[0])
 	}
 	return nil
 }
