@@ -6,6 +6,7 @@ package heartbeat
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/reporter/probe"
 	"github.com/nodepulse/nodepulse/reporter/setters"
+	"github.com/nodepulse/nodepulse/services/grpcclient"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 
@@ -380,6 +382,42 @@ func TestCommandsAndRetryAfter(t *testing.T) {
 			t.Errorf("%d registers after Reconnect, want 2", got)
 		}
 		stop()
+	})
+}
+
+// A Reconnect that names a collector makes the next stream prefer it,
+// and only the next: a stream that breaks afterwards reconnects as usual.
+func TestReconnectFollowsTheHintOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		col, n := &memCollector{}, newNode()
+		var mu sync.Mutex
+		var preferred []string
+		dial := func(ctx context.Context) (Stream, error) {
+			mu.Lock()
+			preferred = append(preferred, grpcclient.PreferredAddress(ctx))
+			mu.Unlock()
+			return col.dial(ctx)
+		}
+		cl, err := New(testConfig(), zap.NewNop(), dial, n.status, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- cl.Run(ctx) }()
+		time.Sleep(time.Second)
+		col.command(&collectorv1.Command{Command: &collectorv1.Command_Reconnect{Reconnect: &collectorv1.Reconnect{
+			Within: durationpb.New(time.Second), PreferredAddress: "c3:7000"}}})
+		time.Sleep(2 * time.Second)
+		col.command(&collectorv1.Command{Command: &collectorv1.Command_Reconnect{Reconnect: &collectorv1.Reconnect{Within: durationpb.New(time.Second)}}})
+		time.Sleep(2 * time.Second)
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		if want := []string{"", "c3:7000", ""}; fmt.Sprint(preferred) != fmt.Sprint(want) {
+			t.Fatalf("streams opened preferring %q, want %q", preferred, want)
+		}
 	})
 }
 
