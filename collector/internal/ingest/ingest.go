@@ -208,11 +208,8 @@ func (s *Server) Command(name string, cmd *collectorv1.Command) bool {
 	return st.push(&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Command{Command: cmd}})
 }
 
-func reconnect(reason string, within time.Duration) *collectorv1.ReportResponse {
-	return reconnectTo(reason, within, "")
-}
-
-// reconnectTo is reconnect naming the collector to go to (spec §20.3).
+// reconnectTo is the Reconnect command, naming the collector to go to
+// ("" for none, spec §20.3).
 func reconnectTo(reason string, within time.Duration, to string) *collectorv1.ReportResponse {
 	return &collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Command{Command: &collectorv1.Command{
 		Command: &collectorv1.Command_Reconnect{Reconnect: &collectorv1.Reconnect{Reason: reason, Within: durationpb.New(within), PreferredAddress: to}}}}}
