@@ -383,6 +383,7 @@ func (s *Simulator) runNode(i int) {
 			continue
 		}
 		s.m.streamErrors.Inc()
+		hint = stream.RefusalHint(err) // a refusing collector may name one with room
 		if err != nil && status.Code(err) != codes.ResourceExhausted && s.streamCtx.Err() == nil {
 			c.noteBroken(s.Name(i), err) // not a refusal: a failed open or register
 		}

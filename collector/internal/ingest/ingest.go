@@ -41,6 +41,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/nodepulse/nodepulse/collector/internal/live"
@@ -361,12 +362,12 @@ func (s *Server) Report(srv collectorv1.CollectorService_ReportServer) error {
 	defer s.handlers.Done()
 	if s.draining.Load() {
 		s.m.rejected.WithLabelValues("draining").Inc()
-		return status.Error(codes.Unavailable, "collector is draining: connect to another collector")
+		return s.refusal(status.New(codes.Unavailable, "collector is draining: connect to another collector"), true)
 	}
 	if n := s.open.Add(1); n > int64(s.cfg.MaxStreams) {
 		s.open.Add(-1)
 		s.m.rejected.WithLabelValues("max_streams").Inc()
-		return status.Errorf(codes.ResourceExhausted, "collector holds its maximum of %d streams (--max-streams): connect to another collector", s.cfg.MaxStreams)
+		return s.refusal(status.Newf(codes.ResourceExhausted, "collector holds its maximum of %d streams (--max-streams): connect to another collector", s.cfg.MaxStreams), false)
 	}
 	s.m.streams.Inc()
 	defer func() { s.open.Add(-1); s.m.streams.Dec() }()
@@ -603,7 +604,7 @@ func (s *Server) awaitRegister(st *stream, rq *registration) error {
 		if errors.Is(err, persist.ErrBusy) {
 			return s.refuseBusy(ctx, name)
 		}
-		return withRetryAfter(status.Newf(codes.Unavailable, "cannot register node %q: %v", name, err), s.cfg.RetryAfter)
+		return withRetryAfter(status.Newf(codes.Unavailable, "cannot register node %q: %v", name, err), s.cfg.RetryAfter, s.hintFor(true))
 	}
 	rq.res = res
 	return nil
@@ -688,17 +689,51 @@ func (s *Server) attach(st *stream, rq *registration) error {
 func (s *Server) refuseBusy(ctx context.Context, name string) error {
 	d := s.p.RegisterRetryAfter()
 	s.waitingFor(ctx, name, d+d/2)
-	return withRetryAfter(status.New(codes.ResourceExhausted, "registration queue full: retry after the retry delay (RetryInfo) with jitter"), d)
+	return withRetryAfter(status.New(codes.ResourceExhausted, "registration queue full: retry after the retry delay (RetryInfo) with jitter"), d, s.hintFor(false))
+}
+
+// hintFor names the collector a refused reporter should try next ("" for
+// none): the refusal's status carries it as a Reconnect detail (spec
+// §20.3), read by the reporter for its next attempt only.
+func (s *Server) hintFor(draining bool) string {
+	f := s.hints.Load()
+	if f == nil {
+		return ""
+	}
+	h := (*f)(draining)
+	if h == nil {
+		return ""
+	}
+	to := h.Next()
+	if to != "" {
+		s.m.hints.Inc()
+	}
+	return to
+}
+
+// refusal is st, naming the collector to try instead when there is one.
+func (s *Server) refusal(st *status.Status, draining bool) error {
+	return withRetryAfter(st, 0, s.hintFor(draining))
 }
 
 // withRetryAfter attaches a google.rpc.RetryInfo detail to a stream-ending
 // status, so reporters wait at least that long (plus jitter) before they
 // register again.
-func withRetryAfter(st *status.Status, d time.Duration) error {
-	if d <= 0 {
+//
+// to, when not "", adds a Reconnect detail naming the collector to try
+// next (spec §20.3).
+func withRetryAfter(st *status.Status, d time.Duration, to string) error {
+	var details []protoadapt.MessageV1
+	if d > 0 {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
+	}
+	if to != "" {
+		details = append(details, &collectorv1.Reconnect{Reason: st.Message(), PreferredAddress: to})
+	}
+	if len(details) == 0 {
 		return st.Err()
 	}
-	if ds, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)}); err == nil {
+	if ds, err := st.WithDetails(details...); err == nil {
 		return ds.Err()
 	}
 	return st.Err()

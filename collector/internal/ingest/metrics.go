@@ -46,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		movesRequested: metric.Counter("nodepulse_collector_balance_moves_requested_total",
 			"Reporters this collector asked to reconnect to another collector because it held more than its share of the fleet (Reconnect, spec §20)."),
 		hints: metric.Counter("nodepulse_collector_balance_hints_total",
-			"Reconnect commands (rebalancing, drain, etcd unavailable) that named a collector to go to: the one with the most room in discovery (spec §20.3)."),
+			"Reconnect commands (rebalancing, drain, etcd unavailable) and refused streams that named a collector to go to: the one with the most room in discovery (spec §20.3)."),
 		movesAccepted: metric.Counter("nodepulse_collector_balance_moves_accepted_total",
 			"Reporters asked to move for balance whose stream then ended from their side (they reconnected elsewhere, or back here)."),
 	}

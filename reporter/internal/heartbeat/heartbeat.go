@@ -196,6 +196,9 @@ func (c *Client) Run(ctx context.Context) error {
 			c.metrics.Reconnects.Inc()
 			continue
 		}
+		// A refusing collector may name one with room: the next attempt,
+		// after the backoff it asks for, prefers it (once).
+		c.hint = stream.RefusalHint(err)
 		wait := backoff.Next(err)
 		c.lg.Warn("report stream ended, reconnecting", zap.Error(err), zap.Duration("backoff", wait))
 		c.metrics.Reconnects.Inc()

@@ -704,3 +704,44 @@ func TestRefusedRenewalRetriedInFull(t *testing.T) {
 		}
 	})
 }
+
+// A refusal that names a collector makes the next attempt prefer it, and
+// only that one.
+func TestRefusalHintPreferredOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, err := status.New(codes.ResourceExhausted, "collector holds its maximum").WithDetails(&collectorv1.Reconnect{PreferredAddress: "c2:9090"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		col, n := &memCollector{}, newNode()
+		var mu sync.Mutex
+		var preferred []string
+		dial := func(ctx context.Context) (Stream, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			preferred = append(preferred, grpcclient.PreferredAddress(ctx))
+			if len(preferred) == 1 {
+				return refusedStream{st.Err()}, nil
+			}
+			if len(preferred) == 2 {
+				return nil, errors.New("connection refused")
+			}
+			return col.dial(ctx)
+		}
+		cl, err := New(testConfig(), zap.NewNop(), dial, n.status, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- cl.Run(ctx) }()
+		time.Sleep(5 * time.Second)
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		if want := []string{"", "c2:9090", ""}; fmt.Sprint(preferred) != fmt.Sprint(want) {
+			t.Fatalf("streams opened preferring %q, want %q", preferred, want)
+		}
+	})
+}
