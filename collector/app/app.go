@@ -119,7 +119,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Ingest, c.Persist, c.Feed = ic, pc, fc
 
 	fs.StringVar(&c.ID, "collector.id", "", "id of this collector in etcd and in lease checkpoints (default <hostname>-<random>, unique per start)")
-	fs.StringVar(&c.AdvertiseAddress, "collector.advertise-address", "", "host:port where monitors reach this collector's feed (default: the gRPC listen address, with the host name when it listens on all interfaces)")
+	fs.StringVar(&c.AdvertiseAddress, "collector.advertise-address", "", "host:port where monitors reach this collector's feed, and the address other collectors name to the reporters they move here (spec §20.3: match the reporters' --collector.addresses for them to follow it; default: the gRPC listen address, with the host name when it listens on all interfaces)")
 	fs.DurationVar(&c.SessionTTL, "collector.session-ttl", 10*time.Second, "TTL of the etcd session holding collectors/<id>: a dead collector disappears from discovery after at most this")
 	fs.DurationVar(&c.DrainWindow, "drain.reconnect-window", 5*time.Second, "on shutdown, reporters reconnect elsewhere at a random moment within this window (keep below --grpc.drain-timeout)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "upper bound of the whole shutdown sequence")
@@ -255,6 +255,7 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 		return nil, a.closeOnErr(err)
 	}
 	a.ingest.SetPods(a.pods)
+	a.ingest.SetHints(a.hints)
 	fc := cfg.Feed
 	fc.CollectorID = cfg.ID
 	if a.feed, err = feed.New(fc, a.table, a.ingest, lg, reg); err != nil {

@@ -11,12 +11,15 @@ package app
 
 import (
 	"context"
+	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/nodepulse/nodepulse/collector/internal/balance"
+	"github.com/nodepulse/nodepulse/collector/internal/ingest"
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	"github.com/nodepulse/nodepulse/services/metric"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
@@ -26,6 +29,11 @@ import (
 
 type balanceMetrics struct {
 	nodes, share prometheus.Gauge
+
+	// loads: every collector's load as last listed (self's included),
+	// for naming destinations in Reconnect (hints).
+	mu    sync.Mutex
+	loads []balance.Load
 }
 
 func newBalanceMetrics(reg prometheus.Registerer) (*balanceMetrics, error) {
@@ -73,15 +81,18 @@ func (a *App) balanceOnce(ctx context.Context) {
 		}
 		return
 	}
-	loads := []balance.Load{{ID: a.cfg.ID, Nodes: nodes, Capacity: capacity, Draining: draining, At: now}}
+	loads := []balance.Load{{ID: a.cfg.ID, Address: a.info.GetFeedAddress(), Nodes: nodes, Capacity: capacity, Draining: draining, At: now}}
 	for _, o := range objs {
 		ci, ok := o.Value.(*collectorv1.CollectorInfo)
 		if !ok || ci.GetId() == a.cfg.ID || ci.GetLoadTime() == nil {
 			continue // self is counted as of now; a collector without a load is older than rebalancing
 		}
-		loads = append(loads, balance.Load{ID: ci.GetId(), Nodes: int(ci.GetConnectedNodes()), Capacity: int(ci.GetCapacity()),
-			Draining: ci.GetDraining(), At: ci.GetLoadTime().AsTime()})
+		loads = append(loads, balance.Load{ID: ci.GetId(), Address: ci.GetFeedAddress(), Nodes: int(ci.GetConnectedNodes()),
+			Capacity: int(ci.GetCapacity()), Draining: ci.GetDraining(), At: ci.GetLoadTime().AsTime()})
 	}
+	a.bm.mu.Lock()
+	a.bm.loads = loads
+	a.bm.mu.Unlock()
 	d := balance.Decide(a.cfg.Balance, now, a.cfg.ID, loads)
 	a.bm.share.Set(d.Share)
 	if d.Move == 0 {
@@ -90,4 +101,23 @@ func (a *App) balanceOnce(ctx context.Context) {
 	asked := a.ingest.Rebalance(d.Move, a.cfg.Balance.Interval)
 	a.lg.Info("rebalancing: asked reporters to move to another collector", zap.Int("nodes", nodes), zap.Float64("share", d.Share),
 		zap.Int("move", d.Move), zap.Int("asked", asked), zap.Duration("within", a.cfg.Balance.Interval))
+}
+
+// hints plans the destinations of a batch of reporters asked to leave
+// (ingest.SetHints): the collectors with the most room in discovery as last
+// listed, self excluded (spec §20.3). The feed address is the one gRPC
+// server's address, where reporters open their Report streams too.
+func (a *App) hints(draining bool) ingest.Hinter {
+	a.bm.mu.Lock()
+	loads := append([]balance.Load(nil), a.bm.loads...)
+	a.bm.mu.Unlock()
+	if len(loads) < 2 {
+		return nil
+	}
+	for i := range loads {
+		if loads[i].ID == a.cfg.ID {
+			loads[i].Draining = loads[i].Draining || draining
+		}
+	}
+	return balance.NewHints(a.cfg.Balance, time.Now(), a.cfg.ID, loads, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())))
 }

@@ -221,6 +221,9 @@ type Command struct {
 	// a draining collector do not all come back in the same instant.
 	After    time.Duration
 	SlowDown *collectorv1.SlowDown
+	// PreferredAddress: CmdReconnect's hint, the collector to open the
+	// next stream on if the connection knows it (spec §20.3); "" for none.
+	PreferredAddress string
 }
 
 // ReadCommand reads a command received after registration.
@@ -231,7 +234,7 @@ func ReadCommand(cmd *collectorv1.Command) Command {
 	case *collectorv1.Command_SlowDown:
 		return Command{Kind: CmdSlowDown, SlowDown: x.SlowDown}
 	case *collectorv1.Command_Reconnect:
-		c := Command{Kind: CmdReconnect, Reason: x.Reconnect.GetReason()}
+		c := Command{Kind: CmdReconnect, Reason: x.Reconnect.GetReason(), PreferredAddress: x.Reconnect.GetPreferredAddress()}
 		if within := x.Reconnect.GetWithin().AsDuration(); within > 0 {
 			c.After = rand.N(within)
 		}

@@ -10,6 +10,8 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/status"
+
+	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 )
 
 // Loop constants from the spec (§3).
@@ -69,6 +71,26 @@ func RetryDelay(err error) time.Duration {
 		}
 	}
 	return 0
+}
+
+// RefusalHint is the collector named by the status that ended a stream
+// (a Reconnect detail: a collector refusing the stream, full, draining or
+// without etcd, names the one with the most room, spec §20.3); "" when
+// there is none. It is for the next attempt only.
+func RefusalHint(err error) string {
+	if err == nil {
+		return ""
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return ""
+	}
+	for _, d := range st.Details() {
+		if r, ok := d.(*collectorv1.Reconnect); ok {
+			return r.GetPreferredAddress()
+		}
+	}
+	return ""
 }
 
 // QueuedWait is how long to wait for a queued Register's ack from the

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 )
 
 func refused(d time.Duration) error {
@@ -82,5 +84,19 @@ func TestUntilPhase(t *testing.T) {
 		if got <= iv/2 || got > 3*iv/2 {
 			t.Errorf("now %.3f, phase %.1f: wait %s outside (interval/2, 3·interval/2]", c.now, c.phase, got)
 		}
+	}
+}
+
+func TestRefusalHint(t *testing.T) {
+	st, err := status.New(codes.ResourceExhausted, "collector full").WithDetails(
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)}, &collectorv1.Reconnect{PreferredAddress: "c2:9090"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := RefusalHint(fmt.Errorf("register: %w", st.Err())); got != "c2:9090" {
+		t.Fatalf("RefusalHint = %q, want c2:9090", got)
+	}
+	if got := RefusalHint(fmt.Errorf("register: %w", refused(time.Second))); got != "" {
+		t.Fatalf("RefusalHint of a refusal naming nobody = %q", got)
 	}
 }

@@ -3,7 +3,8 @@
 
 // Package grpcclient dials nodepulse gRPC endpoints: one or more addresses
 // (a comma-separated list, or a dns:/// name that resolves to several),
-// round-robin balancing over the ones whose grpc.health.v1 status is SERVING,
+// round-robin balancing over the ones whose grpc.health.v1 status is SERVING
+// (a call may name the one it prefers: Prefer),
 // keepalive pings, TLS/mTLS and client metrics.
 package grpcclient
 
@@ -74,8 +75,9 @@ func Metrics(reg prometheus.Registerer) (*grpcprom.ClientMetrics, error) {
 }
 
 // serviceConfig balances round-robin over backends that report SERVING on
-// grpc.health.v1, so a draining server gets no new streams.
-const serviceConfig = `{"loadBalancingConfig":[{"round_robin":{}}],"healthCheckConfig":{"serviceName":""}}`
+// grpc.health.v1, so a draining server gets no new streams, honouring a
+// call's preferred backend (prefer.go).
+const serviceConfig = `{"loadBalancingConfig":[{"` + PreferBalancer + `":{}}],"healthCheckConfig":{"serviceName":""}}`
 
 // ConnectBackoff paces reconnection attempts of a connection whose server
 // went away. grpc-go's default grows to 120 s: a reporter whose collector

@@ -85,6 +85,7 @@ func (c *CommandConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&s.Connections, "connections", 0, "gRPC connections to multiplex streams over (0: min(nodes/100, 1000))")
 	fs.StringVar(&s.NamePrefix, "name-prefix", d.NamePrefix, "node names are <prefix><index>")
 	fs.Float64Var(&s.RampRate, "ramp-rate", d.RampRate, "registrations started per second (0: all at once)")
+	fs.BoolVar(&s.IgnoreHints, "ignore-hints", false, "after a Reconnect, open the next stream round-robin instead of on the collector it names (to compare rebalancing with and without hints)")
 	fs.IntVar(&c.leaseSeconds, "node-lease-duration-seconds", int(d.LeaseDurationSeconds), "lease duration; renewals every quarter of it")
 	fs.DurationVar(&s.StatusReportFrequency, "node-status-report-frequency", d.StatusReportFrequency, "how often an unchanged status is re-sent")
 	fs.IntVar(&s.Zones, "zones", d.Zones, "spread nodes over this many zones (topology.kubernetes.io/zone)")

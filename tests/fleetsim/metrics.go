@@ -23,6 +23,7 @@ type Metrics struct {
 	streamErrors    prometheus.Counter
 	connStates      *prometheus.GaugeVec
 	connLost        prometheus.Counter
+	hints           *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics, registered on reg when not nil. A name
@@ -49,9 +50,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "gRPC connections to collectors by connectivity state."}, []string{"state"}),
 		connLost: metric.Counter("nodepulse_sim_connections_lost_total",
 			"Times a READY connection left READY (server gone, keepalive timeout, GOAWAY)."),
+		hints: metric.CounterVec("nodepulse_sim_collector_hints_total",
+			"Streams opened after a Reconnect that named a collector, by result: followed, unknown (opened round-robin), ignored (--ignore-hints).", "result"),
 	}
 	if err := metric.Register(reg, m.nodes, m.connected, m.registrations, m.registerLatency, m.queued, m.renewals, m.statuses,
-		m.ackLatency, m.ackErrors, m.streamErrors, m.connStates, m.connLost); err != nil {
+		m.ackLatency, m.ackErrors, m.streamErrors, m.connStates, m.connLost, m.hints); err != nil {
 		panic(err)
 	}
 	return m

@@ -68,6 +68,10 @@ type Config struct {
 	NamePrefix string
 	// RampRate bounds registrations started per second (0 = unlimited).
 	RampRate float64
+	// IgnoreHints: open the stream after a Reconnect round-robin, not on
+	// the collector it named (how reporters moved before spec §20.3; for
+	// comparing the two).
+	IgnoreHints bool
 	// LeaseDurationSeconds as for a real reporter; renewals every quarter.
 	LeaseDurationSeconds int32
 	// StatusReportFrequency: unchanged statuses are re-sent this often.
@@ -361,21 +365,25 @@ func (s *Simulator) runNode(i int) {
 		}
 	}()
 	backoff := stream.NewBackoff(stream.BackoffInitial, stream.BackoffMax)
+	var hint string // the collector the last Reconnect named
 	for {
 		if n.flags.Load()&flagStopped != 0 || s.streamCtx.Err() != nil {
 			return
 		}
-		registered, reconnectNow, err := s.session(i, n, c)
+		registered, reconnectNow, err := s.session(i, n, c, hint)
+		hint = "" // once: a stale hint must not pin the node
 		if registered {
 			backoff.Registered()
 		}
 		if n.flags.Load()&flagStopped != 0 || s.streamCtx.Err() != nil || s.stopping.Load() {
 			return
 		}
-		if reconnectNow {
+		if reconnectNow != nil {
+			hint = *reconnectNow
 			continue
 		}
 		s.m.streamErrors.Inc()
+		hint = stream.RefusalHint(err) // a refusing collector may name one with room
 		if err != nil && status.Code(err) != codes.ResourceExhausted && s.streamCtx.Err() == nil {
 			c.noteBroken(s.Name(i), err) // not a refusal: a failed open or register
 		}
@@ -389,26 +397,41 @@ func (s *Simulator) runNode(i int) {
 
 // session runs one stream. err is what ended a failed registration (its
 // RetryInfo, if any, sets the reconnect wait).
-func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow bool, err error) {
+// reconnectNow, when not nil, is the collector the Reconnect named ("" for
+// none), preferred for the next stream as a real reporter does.
+func (s *Simulator) session(i int, n *vnode, c *conn, hint string) (registered bool, reconnectNow *string, err error) {
 	ctx, cancel := context.WithCancel(s.streamCtx)
 	defer cancel()
 	c.mu.Lock()
 	n.cancel = cancel
 	c.mu.Unlock()
 	if n.flags.Load()&flagStopped != 0 {
-		return false, false, nil
+		return false, nil, nil
 	}
 	// WaitForReady: a fleet starting at once would otherwise see every
 	// stream fail fast while its connection is still handshaking, and spend
 	// seconds in backoff instead of registering.
 	// Named in the metadata as real reporters do (identity.NodeMetadata).
-	rs, err := c.client.Report(metadata.AppendToOutgoingContext(ctx, identity.NodeMetadata, s.Name(i)), grpc.WaitForReady(true))
+	follow := hint
+	if s.cfg.IgnoreHints {
+		follow = ""
+	}
+	octx, pref := grpcclient.Prefer(ctx, follow)
+	rs, err := c.client.Report(metadata.AppendToOutgoingContext(octx, identity.NodeMetadata, s.Name(i)), grpc.WaitForReady(true))
+	switch {
+	case hint != "" && s.cfg.IgnoreHints:
+		s.m.hints.WithLabelValues("ignored").Inc()
+	case pref.Followed():
+		s.m.hints.WithLabelValues("followed").Inc()
+	case pref != nil:
+		s.m.hints.WithLabelValues("unknown").Inc()
+	}
 	if err != nil {
-		return false, false, err
+		return false, nil, err
 	}
 	start := time.Now()
 	if err := rs.Send(stream.RegisterRequest(s.register(i))); err != nil {
-		return false, false, err
+		return false, nil, err
 	}
 	// As a real reporter, give up on a Register unanswered for the
 	// register timeout and start over: a stream stuck somewhere between
@@ -423,7 +446,7 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 			// (RetryInfo): runNode's backoff waits the longer of that and
 			// itself, as a real reporter does, not their sum.
 			timeout.Stop()
-			return false, false, err
+			return false, nil, err
 		}
 		if reply = stream.ReadRegisterReply(resp, registerTimeout); reply.Queued {
 			timeout.Reset(reply.Wait)
@@ -432,7 +455,7 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 	}
 	timeout.Stop()
 	if reply.Err != nil {
-		return false, false, nil // refused by a working collector: not a broken stream
+		return false, nil, nil // refused by a working collector: not a broken stream
 	}
 	s.m.registrations.Inc()
 	s.m.registerLatency.Observe(time.Since(start).Seconds())
@@ -454,7 +477,7 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 			if s.streamCtx.Err() == nil && n.flags.Load()&flagStopped == 0 {
 				c.noteBroken(s.Name(i), err)
 			}
-			return true, false, nil
+			return true, nil, nil
 		}
 		switch m := rb.resp.GetMessage().(type) {
 		case *collectorv1.ReportResponse_Ack:
@@ -492,7 +515,7 @@ func (s *Simulator) session(i int, n *vnode, c *conn) (registered, reconnectNow 
 					case <-ctx.Done():
 					}
 				}
-				return true, true, nil
+				return true, &cmd.PreferredAddress, nil
 			}
 		}
 	}

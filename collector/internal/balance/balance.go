@@ -16,6 +16,7 @@ package balance
 
 import (
 	"math"
+	"math/rand/v2"
 	"time"
 )
 
@@ -39,7 +40,9 @@ func DefaultConfig() Config {
 
 // Load is one collector's entry in discovery.
 type Load struct {
-	ID       string
+	ID string
+	// Address is where reporters reach it (its advertised gRPC address).
+	Address  string
 	Nodes    int
 	Capacity int
 	Draining bool
@@ -72,7 +75,7 @@ func Decide(cfg Config, now time.Time, self string, loads []Load) Decision {
 		l := &loads[i]
 		if l.ID == self {
 			mine = l
-		} else if l.Draining || l.Capacity <= 0 || now.Sub(l.At) > StaleAfter*cfg.Interval {
+		} else if !counted(cfg, now, l) {
 			continue
 		} else {
 			peers++
@@ -94,4 +97,92 @@ func Decide(cfg Config, now time.Time, self string, loads []Load) Decision {
 	bound := math.Ceil(cfg.MaxFraction * float64(mine.Nodes))
 	d.Move = int(math.Min(math.Floor(excess), bound))
 	return d
+}
+
+// counted says whether a peer's load counts at now: not draining, with a
+// capacity, published within StaleAfter intervals.
+func counted(cfg Config, now time.Time, l *Load) bool {
+	return !l.Draining && l.Capacity > 0 && now.Sub(l.At) <= StaleAfter*cfg.Interval
+}
+
+// Choose names the collector a reporter asked to leave self should go to:
+// the counted peer with an address and the most room, room being the
+// fraction of its capacity still free (1 − nodes/capacity), so that a
+// collector restarted empty is named before one merely below its share.
+// Ties are broken uniformly at random (rng), so collectors deciding at
+// the same moment on the same loads do not all name the first of equals.
+// It returns "" when there is no such peer, or when the best has no more
+// room than self, unless self is draining (then any peer is better).
+func Choose(cfg Config, now time.Time, self string, loads []Load, rng *rand.Rand) string {
+	mine := -1.0
+	best, ties := -1.0, 0
+	var pick string
+	for i := range loads {
+		l := &loads[i]
+		if l.ID == self {
+			if l.Capacity > 0 && !l.Draining {
+				mine = room(l) // a draining self sends everyone anywhere
+			}
+			continue
+		}
+		if l.Address == "" || !counted(cfg, now, l) {
+			continue
+		}
+		switch r := room(l); {
+		case r > best:
+			best, ties, pick = r, 1, l.Address
+		case r == best:
+			// Reservoir sampling over the ties: each is kept with
+			// probability 1/ties.
+			ties++
+			if rng.IntN(ties) == 0 {
+				pick = l.Address
+			}
+		}
+	}
+	if pick == "" || best <= mine {
+		return ""
+	}
+	return pick
+}
+
+func room(l *Load) float64 { return 1 - float64(l.Nodes)/float64(l.Capacity) }
+
+// Hints names a destination for each of a batch of reporters asked to
+// leave at once (a rebalancing interval's streams, or a drain's): Next is
+// Choose on the loads as they will be once the reporters named before have
+// moved, so a batch fills the collectors with the most room in turn
+// instead of all landing on the one that had the most when it began.
+type Hints struct {
+	cfg   Config
+	now   time.Time
+	self  string
+	loads []Load
+	rng   *rand.Rand
+}
+
+// NewHints plans over a copy of loads.
+func NewHints(cfg Config, now time.Time, self string, loads []Load, rng *rand.Rand) *Hints {
+	return &Hints{cfg: cfg, now: now, self: self, loads: append([]Load(nil), loads...), rng: rng}
+}
+
+// Next is the address for the next reporter, "" for none (it then lands
+// wherever its balancer picks).
+func (h *Hints) Next() string {
+	if h == nil {
+		return ""
+	}
+	a := Choose(h.cfg, h.now, h.self, h.loads, h.rng)
+	if a == "" {
+		return ""
+	}
+	for i := range h.loads {
+		switch l := &h.loads[i]; {
+		case l.Address == a && l.ID != h.self:
+			l.Nodes++
+		case l.ID == h.self && l.Nodes > 0:
+			l.Nodes--
+		}
+	}
+	return a
 }

@@ -41,6 +41,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/nodepulse/nodepulse/collector/internal/live"
@@ -147,6 +148,7 @@ type Server struct {
 	inline   atomic.Int64 // streams served on the handler goroutine alone (serveInline)
 	noInline atomic.Bool  // tests: always serve with a reader goroutine
 	draining atomic.Bool
+	hints    atomic.Pointer[func(draining bool) Hinter]
 	handlers sync.WaitGroup
 
 	mu      sync.Mutex
@@ -207,9 +209,48 @@ func (s *Server) Command(name string, cmd *collectorv1.Command) bool {
 	return st.push(&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Command{Command: cmd}})
 }
 
-func reconnect(reason string, within time.Duration) *collectorv1.ReportResponse {
+// reconnectTo is the Reconnect command, naming the collector to go to
+// ("" for none, spec §20.3).
+func reconnectTo(reason string, within time.Duration, to string) *collectorv1.ReportResponse {
 	return &collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Command{Command: &collectorv1.Command{
-		Command: &collectorv1.Command_Reconnect{Reconnect: &collectorv1.Reconnect{Reason: reason, Within: durationpb.New(within)}}}}}
+		Command: &collectorv1.Command_Reconnect{Reconnect: &collectorv1.Reconnect{Reason: reason, Within: durationpb.New(within), PreferredAddress: to}}}}}
+}
+
+// Hinter names where each of a batch of reporters asked to leave should
+// go ("" for nowhere in particular); balance.Hints is one.
+type Hinter interface{ Next() string }
+
+// SetHints installs what names the collectors reporters asked to leave are
+// sent to (the collector app's view of discovery; draining says the batch
+// is a drain's). Without it Reconnect names none.
+func (s *Server) SetHints(f func(draining bool) Hinter) { s.hints.Store(&f) }
+
+// hinted returns a message for each of n streams told to reconnect, each
+// naming the destination the hinter chose for it; streams given the same
+// destination share one message.
+func (s *Server) hinted(reason string, within time.Duration, n int, draining bool) []*collectorv1.ReportResponse {
+	out := make([]*collectorv1.ReportResponse, n)
+	var h Hinter
+	if f := s.hints.Load(); f != nil {
+		h = (*f)(draining)
+	}
+	byAddr := map[string]*collectorv1.ReportResponse{}
+	for i := range out {
+		to := ""
+		if h != nil {
+			to = h.Next()
+		}
+		m, ok := byAddr[to]
+		if !ok {
+			m = reconnectTo(reason, within, to)
+			byAddr[to] = m
+		}
+		out[i] = m
+		if to != "" {
+			s.m.hints.Inc()
+		}
+	}
+	return out
 }
 
 // broadcastWorkers send a broadcast command to every stream. Pushing it
@@ -225,13 +266,14 @@ const broadcastWorkers = 8
 // reading) holds its worker until that stream ends, so broadcast waits for
 // the workers at most wait; the rest of the list is still served after it
 // returns.
-func (s *Server) broadcast(m *collectorv1.ReportResponse, wait time.Duration) (int, int) {
+func (s *Server) broadcast(reason string, within time.Duration, draining bool, wait time.Duration) (int, int) {
 	s.mu.Lock()
 	list := make([]*stream, 0, len(s.streams))
 	for _, st := range s.streams {
 		list = append(list, st)
 	}
 	s.mu.Unlock()
+	msgs := s.hinted(reason, within, len(list), draining)
 	var next, sent atomic.Int64
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -240,7 +282,7 @@ func (s *Server) broadcast(m *collectorv1.ReportResponse, wait time.Duration) (i
 		go func() {
 			defer wg.Done()
 			for i := next.Add(1) - 1; i < int64(len(list)); i = next.Add(1) - 1 {
-				if list[i].sendNow(m) {
+				if list[i].sendNow(msgs[i]) {
 					sent.Add(1)
 				}
 			}
@@ -265,7 +307,7 @@ func (s *Server) Drain(window time.Duration) {
 		return
 	}
 	start := time.Now()
-	n, total := s.broadcast(reconnect("collector draining", window), window)
+	n, total := s.broadcast("collector draining", window, true, window)
 	s.lg.Info("draining: told reporters to reconnect elsewhere", zap.Int("streams", n), zap.Int("of", total), zap.Duration("within", window),
 		zap.Duration("took", time.Since(start)))
 	time.AfterFunc(window+time.Second, func() {
@@ -305,7 +347,7 @@ func (s *Server) Run(ctx context.Context) error {
 			told = false
 		case !told && s.cfg.UnavailableReconnectAfter > 0 && down >= s.cfg.UnavailableReconnectAfter:
 			told = true
-			n, total := s.broadcast(reconnect("etcd unavailable from this collector", s.cfg.ReconnectWindow), s.cfg.ReconnectWindow)
+			n, total := s.broadcast("etcd unavailable from this collector", s.cfg.ReconnectWindow, true, s.cfg.ReconnectWindow)
 			s.lg.Warn("etcd unavailable too long: told reporters to reconnect elsewhere", zap.Duration("outage", down), zap.Int("streams", n), zap.Int("of", total))
 		}
 	})
@@ -320,12 +362,12 @@ func (s *Server) Report(srv collectorv1.CollectorService_ReportServer) error {
 	defer s.handlers.Done()
 	if s.draining.Load() {
 		s.m.rejected.WithLabelValues("draining").Inc()
-		return status.Error(codes.Unavailable, "collector is draining: connect to another collector")
+		return s.refusal(status.New(codes.Unavailable, "collector is draining: connect to another collector"), true)
 	}
 	if n := s.open.Add(1); n > int64(s.cfg.MaxStreams) {
 		s.open.Add(-1)
 		s.m.rejected.WithLabelValues("max_streams").Inc()
-		return status.Errorf(codes.ResourceExhausted, "collector holds its maximum of %d streams (--max-streams): connect to another collector", s.cfg.MaxStreams)
+		return s.refusal(status.Newf(codes.ResourceExhausted, "collector holds its maximum of %d streams (--max-streams): connect to another collector", s.cfg.MaxStreams), false)
 	}
 	s.m.streams.Inc()
 	defer func() { s.open.Add(-1); s.m.streams.Dec() }()
@@ -562,7 +604,7 @@ func (s *Server) awaitRegister(st *stream, rq *registration) error {
 		if errors.Is(err, persist.ErrBusy) {
 			return s.refuseBusy(ctx, name)
 		}
-		return withRetryAfter(status.Newf(codes.Unavailable, "cannot register node %q: %v", name, err), s.cfg.RetryAfter)
+		return withRetryAfter(status.Newf(codes.Unavailable, "cannot register node %q: %v", name, err), s.cfg.RetryAfter, s.hintFor(true))
 	}
 	rq.res = res
 	return nil
@@ -631,7 +673,7 @@ func (s *Server) attach(st *stream, rq *registration) error {
 		ce.Write(zap.String("node", name), zap.String("reporter", rq.reg.GetReporterId()), zap.Bool("created", res.Created), zap.Uint64("gen", st.gen))
 	}
 	if s.draining.Load() {
-		st.push(reconnect("collector draining", time.Second))
+		st.push(s.hinted("collector draining", time.Second, 1, true)[0])
 	}
 	return nil
 }
@@ -647,17 +689,51 @@ func (s *Server) attach(st *stream, rq *registration) error {
 func (s *Server) refuseBusy(ctx context.Context, name string) error {
 	d := s.p.RegisterRetryAfter()
 	s.waitingFor(ctx, name, d+d/2)
-	return withRetryAfter(status.New(codes.ResourceExhausted, "registration queue full: retry after the retry delay (RetryInfo) with jitter"), d)
+	return withRetryAfter(status.New(codes.ResourceExhausted, "registration queue full: retry after the retry delay (RetryInfo) with jitter"), d, s.hintFor(false))
+}
+
+// hintFor names the collector a refused reporter should try next ("" for
+// none): the refusal's status carries it as a Reconnect detail (spec
+// §20.3), read by the reporter for its next attempt only.
+func (s *Server) hintFor(draining bool) string {
+	f := s.hints.Load()
+	if f == nil {
+		return ""
+	}
+	h := (*f)(draining)
+	if h == nil {
+		return ""
+	}
+	to := h.Next()
+	if to != "" {
+		s.m.hints.Inc()
+	}
+	return to
+}
+
+// refusal is st, naming the collector to try instead when there is one.
+func (s *Server) refusal(st *status.Status, draining bool) error {
+	return withRetryAfter(st, 0, s.hintFor(draining))
 }
 
 // withRetryAfter attaches a google.rpc.RetryInfo detail to a stream-ending
 // status, so reporters wait at least that long (plus jitter) before they
 // register again.
-func withRetryAfter(st *status.Status, d time.Duration) error {
-	if d <= 0 {
+//
+// to, when not "", adds a Reconnect detail naming the collector to try
+// next (spec §20.3).
+func withRetryAfter(st *status.Status, d time.Duration, to string) error {
+	var details []protoadapt.MessageV1
+	if d > 0 {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
+	}
+	if to != "" {
+		details = append(details, &collectorv1.Reconnect{Reason: st.Message(), PreferredAddress: to})
+	}
+	if len(details) == 0 {
 		return st.Err()
 	}
-	if ds, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)}); err == nil {
+	if ds, err := st.WithDetails(details...); err == nil {
 		return ds.Err()
 	}
 	return st.Err()

@@ -20,7 +20,7 @@ type metrics struct {
 	waiting    prometheus.Counter
 	queued     prometheus.Counter
 	// Rebalancing (rebalance.go).
-	movesRequested, movesAccepted prometheus.Counter
+	movesRequested, movesAccepted, hints prometheus.Counter
 
 	// Children resolved once: the per-message path does no label lookup.
 	leaseOK, statusOK, statusUnchanged, statusBusy, statusUnavailable, leavingOK prometheus.Counter
@@ -45,6 +45,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"Registers that were told they wait in the registration queue (Command.register_queued) because the expected wait was --registration.queued-after or more."),
 		movesRequested: metric.Counter("nodepulse_collector_balance_moves_requested_total",
 			"Reporters this collector asked to reconnect to another collector because it held more than its share of the fleet (Reconnect, spec §20)."),
+		hints: metric.Counter("nodepulse_collector_balance_hints_total",
+			"Reconnect commands (rebalancing, drain, etcd unavailable) and refused streams that named a collector to go to: the one with the most room in discovery (spec §20.3)."),
 		movesAccepted: metric.Counter("nodepulse_collector_balance_moves_accepted_total",
 			"Reporters asked to move for balance whose stream then ended from their side (they reconnected elsewhere, or back here)."),
 	}
@@ -54,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.statusBusy = m.messages.WithLabelValues("status", "busy")
 	m.statusUnavailable = m.messages.WithLabelValues("status", "unavailable")
 	m.leavingOK = m.messages.WithLabelValues("leaving", "ok")
-	if err := metric.Register(reg, m.streams, m.pending, m.messages, m.validation, m.rejected, m.detached, m.waiting, m.queued, m.movesRequested, m.movesAccepted); err != nil {
+	if err := metric.Register(reg, m.streams, m.pending, m.messages, m.validation, m.rejected, m.detached, m.waiting, m.queued, m.movesRequested, m.movesAccepted, m.hints); err != nil {
 		return nil, err
 	}
 	return m, nil

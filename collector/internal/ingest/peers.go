@@ -158,7 +158,7 @@ func (s *Server) admitPeer(ctx context.Context) (*string, error) {
 		s.waitingFor(ctx, "", d+d/2)
 		return nil, withRetryAfter(status.Newf(codes.ResourceExhausted,
 			"peer %s already holds %d Report streams that have not registered (%s=%d): send Register on them, or wait",
-			k.key, limit, flag, limit), s.cfg.RetryAfter)
+			k.key, limit, flag, limit), s.cfg.RetryAfter, "") // per peer: another collector would refuse it alike
 	}
 	return &k.key, nil
 }

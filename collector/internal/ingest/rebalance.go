@@ -39,9 +39,10 @@ func (s *Server) Rebalance(n int, window time.Duration) int {
 		j := i + rand.IntN(len(list)-i)
 		list[i], list[j] = list[j], list[i]
 	}
-	m := reconnect("rebalancing: this collector holds more than its share of the fleet", window)
+	msgs := s.hinted("rebalancing: this collector holds more than its share of the fleet", window, n, false)
 	asked := 0
-	for _, st := range list[:n] {
+	for i, st := range list[:n] {
+		m := msgs[i]
 		if st.moveAsked.Swap(true) {
 			continue
 		}

@@ -230,9 +230,8 @@ func TestBroadcastDoesNotWaitForABlockedStream(t *testing.T) {
 	}
 	h.srv.mu.Unlock()
 
-	m := reconnect("test", time.Second)
 	start := time.Now()
-	got, total := h.srv.broadcast(m, 300*time.Millisecond)
+	got, total := h.srv.broadcast("test", time.Second, true, 300*time.Millisecond)
 	took := time.Since(start)
 	if total != n {
 		t.Fatalf("broadcast listed %d streams, want %d", total, n)
@@ -255,7 +254,7 @@ func TestBroadcastDoesNotWaitForABlockedStream(t *testing.T) {
 	})
 	fakes[11].mu.Lock()
 	defer fakes[11].mu.Unlock()
-	if s := fakes[11].sent; len(s) != 2 || s[0] != first || s[1] != m {
+	if s := fakes[11].sent; len(s) != 2 || s[0] != first || s[1].GetCommand().GetReconnect().GetReason() != "test" {
 		t.Fatalf("queued stream got %v, want the queued command, then the broadcast", s)
 	}
 }

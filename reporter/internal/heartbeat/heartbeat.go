@@ -40,6 +40,7 @@ import (
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/reporter/internal/podagent"
 	"github.com/nodepulse/nodepulse/reporter/stream"
+	"github.com/nodepulse/nodepulse/services/grpcclient"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 
@@ -135,6 +136,10 @@ type Client struct {
 	// no reason to report an unchanged status. Zero until the first
 	// report. Only the session goroutine touches it, one session at a time.
 	reportDue time.Time
+	// hint is the collector the last Reconnect named: the next stream is
+	// opened there if the connection can (grpcclient.Prefer), once only,
+	// so a stale hint cannot pin the node anywhere.
+	hint string
 }
 
 // New returns a client. metrics may be nil.
@@ -191,6 +196,9 @@ func (c *Client) Run(ctx context.Context) error {
 			c.metrics.Reconnects.Inc()
 			continue
 		}
+		// A refusing collector may name one with room: the next attempt,
+		// after the backoff it asks for, prefers it (once).
+		c.hint = stream.RefusalHint(err)
 		wait := backoff.Next(err)
 		c.lg.Warn("report stream ended, reconnecting", zap.Error(err), zap.Duration("backoff", wait))
 		c.metrics.Reconnects.Inc()
@@ -245,7 +253,16 @@ func (c *Client) session(ctx context.Context) (registered bool, err error) {
 	// context, cancelled when the session ends.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	st, err := c.dial(sctx)
+	dctx, pref := grpcclient.Prefer(sctx, c.hint)
+	c.hint = ""
+	st, err := c.dial(dctx)
+	if pref != nil {
+		result := "unknown"
+		if pref.Followed() {
+			result = "followed"
+		}
+		c.metrics.Hints.WithLabelValues(result).Inc()
+	}
 	if err != nil {
 		return false, fmt.Errorf("open report stream: %w", err)
 	}
@@ -580,7 +597,9 @@ func (s *session) handle(resp *collectorv1.ReportResponse) (<-chan time.Time, er
 				c.lg.Warn("slow-down interval risks lease expiry", zap.Duration("min_lease_interval", minLease))
 			}
 		case stream.CmdReconnect:
-			c.lg.Info("collector asked to reconnect", zap.String("reason", cmd.Reason), zap.Duration("after", cmd.After))
+			c.lg.Info("collector asked to reconnect", zap.String("reason", cmd.Reason), zap.Duration("after", cmd.After),
+				zap.String("preferred", cmd.PreferredAddress))
+			c.hint = cmd.PreferredAddress
 			if s.reconnectT == nil {
 				s.reconnectT = time.NewTimer(cmd.After)
 			} else {

@@ -6,6 +6,7 @@ package heartbeat
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/reporter/probe"
 	"github.com/nodepulse/nodepulse/reporter/setters"
+	"github.com/nodepulse/nodepulse/services/grpcclient"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 )
 
@@ -383,6 +385,42 @@ func TestCommandsAndRetryAfter(t *testing.T) {
 	})
 }
 
+// A Reconnect that names a collector makes the next stream prefer it,
+// and only the next: a stream that breaks afterwards reconnects as usual.
+func TestReconnectFollowsTheHintOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		col, n := &memCollector{}, newNode()
+		var mu sync.Mutex
+		var preferred []string
+		dial := func(ctx context.Context) (Stream, error) {
+			mu.Lock()
+			preferred = append(preferred, grpcclient.PreferredAddress(ctx))
+			mu.Unlock()
+			return col.dial(ctx)
+		}
+		cl, err := New(testConfig(), zap.NewNop(), dial, n.status, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- cl.Run(ctx) }()
+		time.Sleep(time.Second)
+		col.command(&collectorv1.Command{Command: &collectorv1.Command_Reconnect{Reconnect: &collectorv1.Reconnect{
+			Within: durationpb.New(time.Second), PreferredAddress: "c3:7000"}}})
+		time.Sleep(2 * time.Second)
+		col.command(&collectorv1.Command{Command: &collectorv1.Command_Reconnect{Reconnect: &collectorv1.Reconnect{Within: durationpb.New(time.Second)}}})
+		time.Sleep(2 * time.Second)
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		if want := []string{"", "c3:7000", ""}; fmt.Sprint(preferred) != fmt.Sprint(want) {
+			t.Fatalf("streams opened preferring %q, want %q", preferred, want)
+		}
+	})
+}
+
 func TestReconnectBackoffAfterStreamLoss(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		col, n := &memCollector{}, newNode()
@@ -663,6 +701,47 @@ func TestRefusedRenewalRetriedInFull(t *testing.T) {
 		}
 		if e := len(col.times("empty")); e < 2 {
 			t.Fatalf("accepted again: %d empty renewals in 40 s, want renewals empty again after one accepted", e)
+		}
+	})
+}
+
+// A refusal that names a collector makes the next attempt prefer it, and
+// only that one.
+func TestRefusalHintPreferredOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st, err := status.New(codes.ResourceExhausted, "collector holds its maximum").WithDetails(&collectorv1.Reconnect{PreferredAddress: "c2:9090"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		col, n := &memCollector{}, newNode()
+		var mu sync.Mutex
+		var preferred []string
+		dial := func(ctx context.Context) (Stream, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			preferred = append(preferred, grpcclient.PreferredAddress(ctx))
+			if len(preferred) == 1 {
+				return refusedStream{st.Err()}, nil
+			}
+			if len(preferred) == 2 {
+				return nil, errors.New("connection refused")
+			}
+			return col.dial(ctx)
+		}
+		cl, err := New(testConfig(), zap.NewNop(), dial, n.status, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- cl.Run(ctx) }()
+		time.Sleep(5 * time.Second)
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		if want := []string{"", "c2:9090", ""}; fmt.Sprint(preferred) != fmt.Sprint(want) {
+			t.Fatalf("streams opened preferring %q, want %q", preferred, want)
 		}
 	})
 }

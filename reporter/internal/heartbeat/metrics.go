@@ -17,6 +17,7 @@ type Metrics struct {
 	AckErrors     *prometheus.CounterVec
 	Reconnects    prometheus.Counter
 	Connected     prometheus.Gauge
+	Hints         *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: unregistered).
@@ -35,10 +36,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Requests the collector refused, by kind and gRPC code.", "kind", "code"),
 		Reconnects: metric.Counter("nodepulse_reporter_reconnects_total",
 			"Report streams that ended unexpectedly and were reopened."),
+		Hints: metric.CounterVec("nodepulse_reporter_collector_hints_total",
+			"Streams opened after a Reconnect that named a collector, by result: followed (opened there), unknown (not an address of the connection, or not serving; opened round-robin).", "result"),
 		Connected: metric.Gauge("nodepulse_reporter_stream_connected",
 			"1 while a registered report stream is open."),
 	}
-	if err := metric.Register(reg, m.LeaseRenewals, m.StatusReports, m.AckLatency, m.AckErrors, m.Reconnects, m.Connected); err != nil {
+	if err := metric.Register(reg, m.LeaseRenewals, m.StatusReports, m.AckLatency, m.AckErrors, m.Reconnects, m.Connected, m.Hints); err != nil {
 		panic(err)
 	}
 	return m

@@ -1404,9 +1404,14 @@ type Reconnect struct {
 	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Within: reconnect at a random moment within this window, so a draining
 	// collector's reporters do not all arrive elsewhere at once.
-	Within        *durationpb.Duration `protobuf:"bytes,2,opt,name=within,proto3" json:"within,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Within *durationpb.Duration `protobuf:"bytes,2,opt,name=within,proto3" json:"within,omitempty"`
+	// PreferredAddress, when set, is the collector with the most room in
+	// discovery (host:port as it advertises itself): the reporter opens its
+	// next stream there if it knows that address and it is serving, else
+	// as usual (spec §20.3). A hint, valid for this one reconnect.
+	PreferredAddress string `protobuf:"bytes,3,opt,name=preferred_address,json=preferredAddress,proto3" json:"preferred_address,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Reconnect) Reset() {
@@ -1451,6 +1456,13 @@ func (x *Reconnect) GetWithin() *durationpb.Duration {
 		return x.Within
 	}
 	return nil
+}
+
+func (x *Reconnect) GetPreferredAddress() string {
+	if x != nil {
+		return x.PreferredAddress
+	}
+	return ""
 }
 
 var File_nodepulse_collector_v1_collector_proto protoreflect.FileDescriptor
@@ -1544,10 +1556,11 @@ const file_nodepulse_collector_v1_collector_proto_rawDesc = "" +
 	"\x12min_lease_interval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x10minLeaseInterval\x12I\n" +
 	"\x13min_status_interval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x11minStatusInterval\"C\n" +
 	"\x0eRegisterQueued\x121\n" +
-	"\x06within\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06within\"V\n" +
+	"\x06within\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06within\"\x83\x01\n" +
 	"\tReconnect\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x121\n" +
-	"\x06within\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06within2o\n" +
+	"\x06within\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06within\x12+\n" +
+	"\x11preferred_address\x18\x03 \x01(\tR\x10preferredAddress2o\n" +
 	"\x10CollectorService\x12[\n" +
 	"\x06Report\x12%.nodepulse.collector.v1.ReportRequest\x1a&.nodepulse.collector.v1.ReportResponse(\x010\x01B\xed\x01\n" +
 	"\x1acom.nodepulse.collector.v1B\x0eCollectorProtoP\x01ZEgithub.com/nodepulse/nodepulse/gen/nodepulse/collector/v1;collectorv1\xa2\x02\x03NCX\xaa\x02\x16Nodepulse.Collector.V1\xca\x02\x16Nodepulse\\Collector\\V1\xe2\x02\"Nodepulse\\Collector\\V1\\GPBMetadata\xea\x02\x18Nodepulse::Collector::V1b\x06proto3"
