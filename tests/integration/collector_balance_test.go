@@ -39,10 +39,11 @@ func TestCollectorsRebalance(t *testing.T) {
 	var random, hinted float64
 	t.Run("round-robin", func(t *testing.T) { random = rebalanceScenario(t, true) })
 	t.Run("hinted", func(t *testing.T) { hinted = rebalanceScenario(t, false) })
+	// Which is faster is measured, not asserted: wall-clock intervals on a
+	// shared machine are no test (the deterministic comparison is
+	// balance.TestConverges). What is asserted is functional: each run
+	// reaches an even spread, and the hinted one mostly by followed hints.
 	t.Logf("restarted collector within ±20 %% of even after %.1f intervals moving round-robin, %.1f following the hint", random, hinted)
-	if !t.Failed() && hinted >= random {
-		t.Errorf("following the hint took %.1f intervals, round-robin %.1f: want fewer", hinted, random)
-	}
 }
 
 // rebalanceScenario attaches the fleet, stops and restarts one collector,
