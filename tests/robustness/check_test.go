@@ -120,6 +120,37 @@ func TestUnknownOnlyWhenSilent(t *testing.T) {
 	wantViolation(t, run(h), InvNoFalseUnknown, true)
 }
 
+// A mark decided for one silence but received after the next one began is
+// not an early mark of the next (seed 286834254: fleet-b partitioned, all
+// 500 nodes marked at its grace, some marks received 3.5 s later, after the
+// SIGSTOP that followed the partition began).
+func TestLateReceivedMarkOfThePreviousSilenceIsNotEarly(t *testing.T) {
+	h := baseHistory()
+	h.rec.nodes["b-1"], h.rec.nodes["b-2"] = true, true
+	h.expected = 3
+	h.sends["a-1"], h.sends["b-1"], h.sends["b-2"] = nil, nil, nil
+	h.faults = []*fault{
+		{step: step{kind: Partition, target: 1, hold: 12 * time.Second}, name: "fleet-b", start: at(100), end: at(112)},
+		{step: step{kind: SigstopFleet, target: 1, hold: 21 * time.Second}, name: "fleet-b", start: at(115), end: at(136)},
+	}
+	// Decided at the partition's grace (110.5), received at 116: after the
+	// SIGSTOP began, before its earliest possible mark (115 + 10 - 4 - 1).
+	// b-2 recovered after the partition and is marked for the SIGSTOP.
+	h.rec.health = []healthWrite{
+		{rev: 10, at: at(111), decided: at(110.5), node: "b-2", unknown: true}, {rev: 11, at: at(113), node: "b-2"},
+		{rev: 12, at: at(116), decided: at(110.5), node: "b-1", unknown: true},
+		{rev: 13, at: at(125.5), decided: at(125.2), node: "b-2", unknown: true},
+		{rev: 14, at: at(140), node: "b-1"}, {rev: 15, at: at(140), node: "b-2"},
+	}
+	s := run(h)
+	wantViolation(t, s, InvNotEarly, false)
+	wantViolation(t, s, InvSilentMarked, false)
+	wantViolation(t, s, InvNoFalseUnknown, false)
+	// The same receipt, decided after the SIGSTOP began: a real early mark.
+	h.rec.health[2].decided = at(115.5)
+	wantViolation(t, run(h), InvNotEarly, true)
+}
+
 func TestSilentNodeMarkedInTime(t *testing.T) {
 	h := baseHistory()
 	h.rec.nodes["b-1"] = true

@@ -37,6 +37,12 @@ type healthWrite struct {
 	at      time.Time
 	node    string
 	unknown bool
+	// decided is when the leader decided the mark: the Ready override's
+	// transition time (every process of the suite shares the machine's
+	// clock; clock-step moves only the nodes' message times). Zero when
+	// the write does not mark. A mark's write and its receipt (at) can
+	// trail the decision by seconds on a starved machine.
+	decided time.Time
 	// noExecute: the record carries the not-ready or unreachable NoExecute
 	// taint, which is what the taint eviction acts on.
 	noExecute bool
@@ -172,13 +178,17 @@ func (r *recorder) event(ev *clientv3.Event, now time.Time) {
 		}
 		h := m.(*nodev1.NodeHealth)
 		unknown := nodemodel.ConditionStatus(h.GetConditionOverrides(), nodemodel.Ready) == nodemodel.Unknown
+		var decided time.Time
+		if c := nodemodel.FindCondition(h.GetConditionOverrides(), nodemodel.Ready); unknown && c.GetLastTransitionTime() != nil {
+			decided = c.GetLastTransitionTime().AsTime()
+		}
 		noExec := false
 		for _, t := range h.GetTaints() {
 			if t.GetEffect() == nodemodel.NoExecute && (t.GetKey() == nodemodel.TaintUnreachable || t.GetKey() == nodemodel.TaintNotReady) {
 				noExec = true
 			}
 		}
-		r.health = append(r.health, healthWrite{rev: kv.ModRevision, at: now, node: name, unknown: unknown, noExecute: noExec, leader: h.GetLeader()})
+		r.health = append(r.health, healthWrite{rev: kv.ModRevision, at: now, node: name, unknown: unknown, decided: decided, noExecute: noExec, leader: h.GetLeader()})
 	}
 }
 
