@@ -98,6 +98,11 @@ func (a *App) balanceOnce(ctx context.Context) {
 	if d.Move == 0 {
 		return
 	}
+	if balance.Paused(a.cfg.Balance, now, a.persist.Available(), a.ingest.LastRegisterFailure()) {
+		a.lg.Info("rebalancing paused: etcd failed recently, and a moved reporter must register again",
+			zap.Int("would_move", d.Move), zap.Time("last_register_failure", a.ingest.LastRegisterFailure()), zap.Bool("etcd_available", a.persist.Available()))
+		return
+	}
 	asked := a.ingest.Rebalance(d.Move, a.cfg.Balance.Interval)
 	a.lg.Info("rebalancing: asked reporters to move to another collector", zap.Int("nodes", nodes), zap.Float64("share", d.Share),
 		zap.Int("move", d.Move), zap.Int("asked", asked), zap.Duration("within", a.cfg.Balance.Interval))

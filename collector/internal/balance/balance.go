@@ -186,3 +186,22 @@ func (h *Hints) Next() string {
 	}
 	return a
 }
+
+// QuietAfterTrouble is how many intervals a collector waits after its last
+// etcd trouble (etcd unavailable, a registration that failed on etcd)
+// before it asks reporters to move again.
+const QuietAfterTrouble = 3
+
+// Paused reports whether shedding must wait: a reporter asked to move ends
+// a working stream and must Register again, which needs etcd. While etcd
+// is failing, or shortly after it failed a registration (one frozen member
+// of three stalls every request the client sends it, so failures come and
+// go), a move turns a healthy node into one that cannot register and goes
+// Unknown after its grace period — the false alarm the robustness suite
+// found (docs/robustness.md, "Findings"). Publishing the load goes on.
+func Paused(cfg Config, now time.Time, etcdAvailable bool, lastTrouble time.Time) bool {
+	if !etcdAvailable {
+		return true
+	}
+	return !lastTrouble.IsZero() && now.Sub(lastTrouble) < QuietAfterTrouble*cfg.Interval
+}

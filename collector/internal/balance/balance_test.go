@@ -179,3 +179,24 @@ func TestHintsFill(t *testing.T) {
 		t.Fatal("NewHints changed the caller's loads")
 	}
 }
+
+func TestPausedAfterEtcdTrouble(t *testing.T) {
+	cfg := DefaultConfig()
+	now := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name      string
+		available bool
+		trouble   time.Time
+		want      bool
+	}{
+		{"healthy, never failed", true, time.Time{}, false},
+		{"etcd unavailable", false, time.Time{}, true},
+		{"a registration failed a moment ago", true, now.Add(-time.Second), true},
+		{"failed just under three intervals ago", true, now.Add(-3*cfg.Interval + time.Millisecond), true},
+		{"failed three intervals ago", true, now.Add(-3 * cfg.Interval), false},
+	} {
+		if got := Paused(cfg, now, tc.available, tc.trouble); got != tc.want {
+			t.Errorf("%s: Paused = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -146,6 +146,9 @@ type Server struct {
 
 	open     atomic.Int64
 	inline   atomic.Int64 // streams served on the handler goroutine alone (serveInline)
+	// registerFailedAt: Unix ns of the last Register refused because etcd
+	// failed it (not for a full queue); rebalancing waits after it.
+	registerFailedAt atomic.Int64
 	noInline atomic.Bool  // tests: always serve with a reader goroutine
 	draining atomic.Bool
 	hints    atomic.Pointer[func(draining bool) Hinter]
@@ -604,6 +607,7 @@ func (s *Server) awaitRegister(st *stream, rq *registration) error {
 		if errors.Is(err, persist.ErrBusy) {
 			return s.refuseBusy(ctx, name)
 		}
+		s.registerFailedAt.Store(s.now().UnixNano())
 		return withRetryAfter(status.Newf(codes.Unavailable, "cannot register node %q: %v", name, err), s.cfg.RetryAfter, s.hintFor(true))
 	}
 	rq.res = res

@@ -55,3 +55,12 @@ func (s *Server) Rebalance(n int, window time.Duration) int {
 	s.m.movesRequested.Add(float64(asked))
 	return asked
 }
+
+// LastRegisterFailure is when etcd last failed a registration here (zero:
+// never), for the rebalancing pause (balance.Paused).
+func (s *Server) LastRegisterFailure() time.Time {
+	if ns := s.registerFailedAt.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
