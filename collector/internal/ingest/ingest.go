@@ -144,15 +144,15 @@ type Server struct {
 	now    func() time.Time
 	phases *phases
 
-	open     atomic.Int64
-	inline   atomic.Int64 // streams served on the handler goroutine alone (serveInline)
+	open   atomic.Int64
+	inline atomic.Int64 // streams served on the handler goroutine alone (serveInline)
 	// registerFailedAt: Unix ns of the last Register refused because etcd
 	// failed it (not for a full queue); rebalancing waits after it.
 	registerFailedAt atomic.Int64
-	noInline atomic.Bool  // tests: always serve with a reader goroutine
-	draining atomic.Bool
-	hints    atomic.Pointer[func(draining bool) Hinter]
-	handlers sync.WaitGroup
+	noInline         atomic.Bool // tests: always serve with a reader goroutine
+	draining         atomic.Bool
+	hints            atomic.Pointer[func(draining bool) Hinter]
+	handlers         sync.WaitGroup
 
 	mu      sync.Mutex
 	streams map[string]*stream
