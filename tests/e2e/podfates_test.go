@@ -201,19 +201,23 @@ func TestPodFates(t *testing.T) {
 	if marked := dt.GetLastTransitionTime().AsTime(); marked.Before(gcFrom.Add(quarantine).Truncate(time.Second)) {
 		t.Errorf("db removed %s after its node was deleted, before the %s quarantine", marked.Sub(gcFrom), quarantine)
 	}
-	c, cancel = s.call()
-	evs, err := s.nodes.ListEvents(c, &nodev1.ListEventsRequest{Kind: "Pod", Namespace: "e2e", Name: "db"})
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := false
-	for _, e := range evs.GetEvents() {
-		found = found || e.GetReason() == "DeletionByPodGC"
-	}
-	if !found {
-		t.Errorf("no DeletionByPodGC event for e2e/db: %v", evs.GetEvents())
-	}
+	// Pod GC records its event after the delete it reports (best effort,
+	// a second write), and the monitor serves events from its cache: the
+	// pod's DELETED can be seen before the event is.
+	waitFor(t, 10*time.Second, "a DeletionByPodGC event for e2e/db", func() (bool, string) {
+		c, cancel := s.call()
+		defer cancel()
+		evs, err := s.nodes.ListEvents(c, &nodev1.ListEventsRequest{Kind: "Pod", Namespace: "e2e", Name: "db"})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range evs.GetEvents() {
+			if e.GetReason() == "DeletionByPodGC" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(evs.GetEvents())
+	})
 }
 
 // pod is namespace e2e's pod name as the monitor serves it; nil once it is
