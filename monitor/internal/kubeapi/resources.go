@@ -112,15 +112,30 @@ func (s *Server) listNodes(ctx context.Context, _ string, sel selectors.Selector
 		b := v == "true"
 		req.Unschedulable = &b
 	}
-	var p page
-	for {
+	return pages(sel, limit, func(token string) ([]*nodev1.Node, string, string, error) {
+		req.PageToken = token
 		resp, err := s.b.Nodes.ListNodes(ctx, req)
 		if err != nil {
-			return page{}, fromGRPC("nodes", "", err)
+			return nil, "", "", fromGRPC("nodes", "", err)
 		}
-		p.rv = resp.GetResourceVersion()
-		for _, n := range resp.GetNodes() {
-			o, err := nodeObject(n)
+		return resp.GetNodes(), resp.GetResourceVersion(), resp.GetNextPageToken(), nil
+	}, cont, nodeObject)
+}
+
+// pages runs a paged list of the gRPC API from token cont: the one page
+// asked for when the client set a limit, else every page (kubectl without
+// --chunk-size), keeping the objects the selector matches (field
+// selectors the gRPC request cannot carry are applied here).
+func pages[T any](sel selectors.Selectors, limit int, fetch func(token string) (items []T, rv, next string, err error), cont string, conv func(T) (object, error)) (page, error) {
+	var p page
+	for token := cont; ; token = p.cont {
+		items, rv, next, err := fetch(token)
+		if err != nil {
+			return page{}, err
+		}
+		p.rv, p.cont = rv, next
+		for _, it := range items {
+			o, err := conv(it)
 			if err != nil {
 				return page{}, err
 			}
@@ -128,11 +143,9 @@ func (s *Server) listNodes(ctx context.Context, _ string, sel selectors.Selector
 				p.items = append(p.items, o)
 			}
 		}
-		p.cont = resp.GetNextPageToken()
 		if limit > 0 || p.cont == "" {
 			return p, nil
 		}
-		req.PageToken = p.cont
 	}
 }
 
@@ -186,28 +199,14 @@ func podObject(p *podv1.Pod) (object, error) {
 func (s *Server) listPods(ctx context.Context, ns string, sel selectors.Selectors, limit int, cont string) (page, error) {
 	node, _ := sel.RequiredField("spec.nodeName")
 	req := &podv1.ListPodsRequest{Namespace: ns, NodeName: node, LabelSelector: sel.LabelString(), PageSize: int32(limit), PageToken: cont}
-	var p page
-	for {
+	return pages(sel, limit, func(token string) ([]*podv1.Pod, string, string, error) {
+		req.PageToken = token
 		resp, err := s.b.Pods.ListPods(ctx, req)
 		if err != nil {
-			return page{}, fromGRPC("pods", "", err)
+			return nil, "", "", fromGRPC("pods", "", err)
 		}
-		p.rv = resp.GetResourceVersion()
-		for _, pod := range resp.GetPods() {
-			o, err := podObject(pod)
-			if err != nil {
-				return page{}, err
-			}
-			if sel.Matches(o.meta.Labels, o.fields) {
-				p.items = append(p.items, o)
-			}
-		}
-		p.cont = resp.GetNextPageToken()
-		if limit > 0 || p.cont == "" {
-			return p, nil
-		}
-		req.PageToken = p.cont
-	}
+		return resp.GetPods(), resp.GetResourceVersion(), resp.GetNextPageToken(), nil
+	}, cont, podObject)
 }
 
 func (s *Server) getPod(ctx context.Context, ns, name string) (object, error) {
