@@ -157,8 +157,11 @@ func TestGetWatch(t *testing.T) {
 // the list (WatchPods has no label selector of its own).
 func TestGetPodsWatchSelector(t *testing.T) {
 	addr, _ := startMonitor(t)
+	mustRunStdin(t, addr, "kind: Pod\nmetadata: {name: web-first, namespace: shop, labels: {app: web}}\nspec: {nodeName: web-1}\n", "create", "-f", "-")
 	out, stop := background(t, "get", "pods", "-w", "-l", "app=web", "-o", "name", "--server", addr)
-	time.Sleep(200 * time.Millisecond) // the list is done; the watch follows
+	// The list printed its pod: what is created now comes after the list's
+	// version, so only the watch can deliver it.
+	waitFor(t, "no line for the listed pod", out, func(s string) bool { return strings.Contains(s, "pod/shop/web-first") })
 	for _, doc := range []string{
 		"kind: Pod\nmetadata: {name: db-0, namespace: shop, labels: {app: db}}\nspec: {nodeName: web-1}\n",
 		"kind: Pod\nmetadata: {name: web-0, namespace: shop, labels: {app: web}}\nspec: {nodeName: web-1}\n",
