@@ -153,6 +153,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Persist.PingFailures, "etcd.ping-failures", pc.PingFailures, "consecutive failed pings before etcd is declared unavailable (a failed write declares it at once)")
 	fs.IntVar(&c.Persist.StatusConcurrency, "status.concurrency", pc.StatusConcurrency, "status batches (one Txn of up to --etcd.max-txn-ops statuses) in flight at once")
 	fs.IntVar(&c.Persist.RegisterConcurrency, "registration.concurrency", pc.RegisterConcurrency, "registration batches (one read Txn + one create Txn of up to --etcd.max-txn-ops/3 nodes each) in flight at once")
+	fs.DurationVar(&c.Persist.RegisterReadAttempt, "registration.read-attempt-timeout", pc.RegisterReadAttempt, "bound of one attempt of a registration batch's etcd read; a timed-out attempt is tried again (another etcd member answers it), up to --registration.read-attempts while the reporter waits")
+	fs.IntVar(&c.Persist.RegisterReadAttempts, "registration.read-attempts", pc.RegisterReadAttempts, "attempts of a registration batch's etcd read (1: no retry)")
 
 	fs.DurationVar(&c.Feed.BatchInterval, "feed.batch-interval", fc.BatchInterval, "liveness feed: pending events are sent this often")
 	fs.DurationVar(&c.Feed.HeartbeatInterval, "feed.heartbeat-interval", fc.HeartbeatInterval, "liveness feed: longest gap between batches (empty batches fill quiet periods)")
@@ -183,6 +185,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Persist.RegisterConcurrency < 1 || c.Persist.RegisterConcurrency > 256 {
 		errs = append(errs, fmt.Errorf("--registration.concurrency (%d) must be between 1 and 256", c.Persist.RegisterConcurrency))
+	}
+	if c.Persist.RegisterReadAttempts < 1 || c.Persist.RegisterReadAttempts > 10 {
+		errs = append(errs, fmt.Errorf("--registration.read-attempts (%d) must be between 1 and 10", c.Persist.RegisterReadAttempts))
+	}
+	if c.Persist.RegisterReadAttempt < 0 {
+		errs = append(errs, fmt.Errorf("--registration.read-attempt-timeout (%s) must not be negative (0: the etcd request timeout alone)", c.Persist.RegisterReadAttempt))
 	}
 	if c.Persist.PingFailures < 1 {
 		errs = append(errs, fmt.Errorf("--etcd.ping-failures (%d) must be at least 1", c.Persist.PingFailures))

@@ -608,7 +608,16 @@ func (s *Server) awaitRegister(st *stream, rq *registration) error {
 			return s.refuseBusy(ctx, name)
 		}
 		s.registerFailedAt.Store(s.now().UnixNano())
-		return withRetryAfter(status.Newf(codes.Unavailable, "cannot register node %q: %v", name, err), s.cfg.RetryAfter, s.hintFor(true))
+		// The reporter is alive and told to stay away RetryAfter (plus
+		// its jitter, up to half again): the monitors hear so, as for a
+		// full queue (refuseBusy). Without it a node refused here aged
+		// towards Unknown while it waited as asked: a Register that hung
+		// on a frozen etcd member for the request timeout, then the
+		// retry delay, outlasted a 10 s grace period (docs/robustness.md,
+		// Findings).
+		d := s.cfg.RetryAfter
+		s.waitingFor(ctx, name, d+d/2)
+		return withRetryAfter(status.Newf(codes.Unavailable, "cannot register node %q: %v", name, err), d, s.hintFor(true))
 	}
 	rq.res = res
 	return nil

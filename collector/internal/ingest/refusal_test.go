@@ -21,11 +21,22 @@ import (
 
 // A refused Register ends the stream with a status that carries a retry
 // delay (google.rpc.RetryInfo), so reporters stay away instead of retrying
-// into an overloaded or cut-off collector at once.
+// into an overloaded or cut-off collector at once; the monitors hear the
+// node WAITING for that delay and the reporter's jitter, so the wait it was
+// asked for does not count against its grace period.
 func TestRefusedRegisterCarriesRetryInfo(t *testing.T) {
 	h := newHarness(t, func(c *Config, _ *persist.Config) { c.RetryAfter = 3 * time.Second })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second) // a missing event fails, not hangs
+	defer wcancel()
+	w, err := h.fc.WatchLiveness(wctx, &collectorv1.WatchLivenessRequest{Watcher: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := w.Recv(); err != nil || !b.GetSnapshot() {
+		t.Fatalf("first feed batch: snapshot %v, %v", b.GetSnapshot(), err)
+	}
 	h.mem.Fail(errors.New("injected outage"))
 	waitFor(t, func() bool { return !h.p.Available() })
 	s, err := h.client.Report(ctx)
@@ -42,6 +53,20 @@ func TestRefusedRegisterCarriesRetryInfo(t *testing.T) {
 	}
 	if delay := retryDelay(st); delay != 3*time.Second {
 		t.Fatalf("retry delay %s, want 3s (details %v)", delay, st.Details())
+	}
+	for {
+		b, err := w.Recv()
+		if err != nil {
+			t.Fatalf("no WAITING with retry_within for the refused node-r: %v", err)
+		}
+		for _, ev := range b.GetEvents() {
+			if ev.GetNodeName() == "node-r" && ev.GetKind() == collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING && ev.GetRetryWithin() != nil {
+				if got := ev.GetRetryWithin().AsDuration(); got != 4500*time.Millisecond {
+					t.Fatalf("WAITING retry_within %s, want the retry delay plus half (4.5s)", got)
+				}
+				return
+			}
+		}
 	}
 }
 

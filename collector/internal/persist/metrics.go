@@ -25,6 +25,7 @@ type metrics struct {
 	regYields    prometheus.Counter
 	timeouts     prometheus.Counter
 	pingFailures prometheus.Counter
+	regRetries   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, table *live.Table) (*metrics, error) {
@@ -57,6 +58,8 @@ func newMetrics(reg prometheus.Registerer, table *live.Table) (*metrics, error) 
 			"etcd reads and writes that missed their deadline (not counted as an outage: the availability pings decide)."),
 		pingFailures: metric.Counter("nodepulse_collector_etcd_ping_failures_total",
 			"Failed etcd availability pings (etcd is declared unavailable after --etcd.ping-failures in a row)."),
+		regRetries: metric.Counter("nodepulse_collector_registration_read_retries_total",
+			"Registration reads tried again after one attempt missed --registration.read-attempt-timeout (a frozen etcd member holds what is sent to it; the next attempt goes to another)."),
 	}
 	unpersisted := metric.GaugeFunc("nodepulse_collector_leases_unpersisted", "Attached nodes whose latest acknowledged renewal is not yet in etcd (acknowledged-but-unpersisted backlog).", func() float64 { return float64(table.Unpersisted()) })
 	if err := metric.Register(reg, m.txns, m.writeSeconds, m.batchOps, m.queued, m.available, m.ckPending, m.checkpoints, m.ckDeferred, m.regQueued, m.peers, m.regInFlight, m.regYields, m.timeouts, m.pingFailures, unpersisted); err != nil {

@@ -101,6 +101,18 @@ type Config struct {
 	// registration rate is about RegisterConcurrency × batch size / (two
 	// etcd round trips).
 	RegisterConcurrency int
+	// RegisterReadAttempt bounds one attempt of a registration batch's
+	// read, and RegisterReadAttempts how many are made while the caller
+	// still waits. etcd's client sends each request to the next member in
+	// turn and keeps a SIGSTOPped member in that rotation until keepalive
+	// gives up on it (10 + 5 s), because its TCP connections stay open; a
+	// read sent there hangs until its deadline. One 5 s attempt plus the
+	// reporter's retry delay outlasted a 10 s grace period in the
+	// robustness suite; a bounded attempt and a retry, which lands on
+	// another member, answers in about the attempt bound. Reads only:
+	// they are safe to repeat.
+	RegisterReadAttempt  time.Duration
+	RegisterReadAttempts int
 	// PingInterval of the availability probe.
 	PingInterval time.Duration
 	// PingFailures: consecutive failed pings before etcd is declared
@@ -121,6 +133,8 @@ func DefaultConfig() Config {
 		RegisterQueueSize:      100000,
 		RegisterMaxWait:        45 * time.Second,
 		RegisterConcurrency:    8,
+		RegisterReadAttempt:    2 * time.Second,
+		RegisterReadAttempts:   3,
 		StatusConcurrency:      1,
 		PingInterval:           time.Second,
 		PingFailures:           3,
@@ -175,6 +189,9 @@ func New(cfg Config, store Store, table *live.Table, lg *zap.Logger, reg prometh
 	}
 	if cfg.PingFailures <= 0 {
 		cfg.PingFailures = 1
+	}
+	if cfg.RegisterReadAttempts <= 0 {
+		cfg.RegisterReadAttempts = 1
 	}
 	if cfg.CheckpointInterval <= 0 || cfg.CommitWindow < 0 || cfg.QueueSize <= 0 || cfg.RegisterQueueSize <= 0 || cfg.RegisterMaxWait <= 0 || cfg.CheckpointTxnPerSecond <= 0 {
 		return nil, fmt.Errorf("persist: invalid config %+v", cfg)
@@ -712,9 +729,7 @@ func (p *Persister) registerNames(ctx context.Context, names []string, want map[
 		refs = append(refs, nodestore.Ref{Kind: nodestore.Nodes, Name: n}, nodestore.Ref{Kind: nodestore.Statuses, Name: n},
 			nodestore.Ref{Kind: nodestore.Health, Name: n}, nodestore.Ref{Kind: nodestore.Leases, Name: n})
 	}
-	start := time.Now()
-	got, err := nodestore.GetMany(ctx, p.store, p.store.MaxOps(), refs)
-	p.m.writeSeconds.WithLabelValues("register-read").Observe(time.Since(start).Seconds())
+	got, err := p.registerRead(ctx, refs)
 	p.observe(err)
 	if err != nil {
 		return nil, fmt.Errorf("%w: read nodes: %v", ErrUnavailable, err)
@@ -784,6 +799,27 @@ func (p *Persister) registerNames(ctx context.Context, names []string, want map[
 		out[n] = r
 	}
 	return out, nil
+}
+
+// registerRead reads a registration batch's refs, each attempt bounded by
+// RegisterReadAttempt (when set), trying again after an attempt that timed
+// out while the caller still waits (see Config.RegisterReadAttempt).
+func (p *Persister) registerRead(ctx context.Context, refs []nodestore.Ref) ([]nodestore.GetResult, error) {
+	for attempt := 1; ; attempt++ {
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if p.cfg.RegisterReadAttempt > 0 {
+			actx, cancel = context.WithTimeout(ctx, p.cfg.RegisterReadAttempt)
+		}
+		start := time.Now()
+		got, err := nodestore.GetMany(actx, p.store, p.store.MaxOps(), refs)
+		cancel()
+		p.m.writeSeconds.WithLabelValues("register-read").Observe(time.Since(start).Seconds())
+		if err == nil || !timedOut(err) || ctx.Err() != nil || attempt >= p.cfg.RegisterReadAttempts {
+			return got, err
+		}
+		p.m.timeouts.Inc()
+		p.m.regRetries.Inc()
+	}
 }
 
 // collectBatch is the group commit shared by the status and registration

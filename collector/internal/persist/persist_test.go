@@ -390,3 +390,54 @@ func TestWaitRefusalNeedsAPeer(t *testing.T) {
 		t.Error("a full queue does not refuse when alone")
 	}
 }
+
+// stallFirst hangs the first registration read until its context ends, as
+// a linearizable read sent to a SIGSTOPped etcd member does; later reads
+// answer.
+type stallFirst struct {
+	*memstore.Store
+	reads atomic.Int32
+}
+
+func (s *stallFirst) MaxOps() int { return 128 }
+
+func (s *stallFirst) GetMany(ctx context.Context, refs []nodestore.Ref) ([]nodestore.GetResult, error) {
+	if s.reads.Add(1) == 1 {
+		<-ctx.Done()
+		return nil, fmt.Errorf("get %d objects: %w", len(refs), ctx.Err())
+	}
+	return nodestore.GetMany(ctx, s.Store, 0, refs)
+}
+
+// A registration read that hangs is tried again after its attempt bound,
+// and the registration answered, instead of being refused when the
+// caller's whole wait has gone into one attempt.
+func TestRegistrationReadRetriedAfterAttemptTimeout(t *testing.T) {
+	mem := memstore.New(memstore.Config{})
+	st := &stallFirst{Store: mem}
+	cfg := DefaultConfig()
+	cfg.CollectorID = "c-test"
+	cfg.PingInterval = time.Hour
+	cfg.RegisterReadAttempt = 50 * time.Millisecond
+	p, err := New(cfg, st, live.New(1<<10), zap.NewNop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; _ = mem.Close() })
+
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer rcancel()
+	res, err := p.Register(rctx, testNode("node-a", "uid-a"))
+	if err != nil {
+		t.Fatalf("registration after one stalled read attempt: %v", err)
+	}
+	if !res.Created || st.reads.Load() != 2 {
+		t.Fatalf("created %v after %d reads, want created after 2", res.Created, st.reads.Load())
+	}
+	if !p.Available() {
+		t.Fatal("a timed-out read attempt declared etcd unavailable")
+	}
+}
