@@ -28,7 +28,7 @@ type config struct {
 	balanceInterval        time.Duration
 	settle, down, recovery time.Duration
 	basePort               int
-	quick                  bool
+	quick, kill            bool
 }
 
 const synopsis = `scaleout: 3 collectors, 2 monitors and a three-member etcd on 127.0.0.1, the fleet at one
@@ -41,7 +41,7 @@ func parse(args []string) (config, error) {
 	fs := flag.NewFlagSet("scaleout", flag.ContinueOnError)
 	fs.StringVar(&c.binDir, "bin-dir", "bin", "directory with etcd, collector, monitor and fleetsim")
 	fs.StringVar(&c.out, "out", "", "output directory (default .run/scaleout/<time>)")
-	fs.IntVar(&c.nodes, "nodes", 50000, "virtual nodes, each on its own connection")
+	fs.IntVar(&c.nodes, "nodes", 32000, "virtual nodes, each on its own connection (with --kill, the two survivors of three collectors must hold them all: at most 2 × 18,000 at a 20,000-descriptor limit)")
 	fs.IntVar(&c.perProcess, "nodes-per-process", 15000, "nodes per simulator process (each holds one fd per node; a process may hold at most 20,000)")
 	fs.IntVar(&c.collectors, "collectors", 3, "collectors")
 	fs.IntVar(&c.monitors, "monitors", 2, "monitors")
@@ -51,6 +51,7 @@ func parse(args []string) (config, error) {
 	fs.DurationVar(&c.down, "down", 60*time.Second, "how long the killed collector stays down")
 	fs.DurationVar(&c.recovery, "recovery", 5*time.Minute, "after the restart, the bound for an even spread (±20 %); the run then holds another settle")
 	fs.IntVar(&c.basePort, "base-port", 62000, "first of the ports used (etcd 3×2, collectors, monitors, admin ports)")
+	fs.BoolVar(&c.kill, "kill", true, "kill a collector and start it again after the first settle (false: ramp and one settle only, e.g. with --collectors=1 for the one-collector row of the scale-out table)")
 	fs.BoolVar(&c.quick, "quick", false, "the plumbing only (CI): 1,500 nodes in one process, 2 s balance interval, short stages")
 	if err := flagenv.Parse(fs, "NODEPULSE_SCALEOUT", synopsis, args, os.LookupEnv); err != nil {
 		return c, err
@@ -59,8 +60,8 @@ func parse(args []string) (config, error) {
 		c.nodes, c.perProcess, c.rampRate, c.balanceInterval = 1500, 1500, 500, 2*time.Second
 		c.settle, c.down, c.recovery = 5*time.Second, 10*time.Second, 90*time.Second
 	}
-	if c.perProcess > 19000 || c.perProcess <= 0 || c.nodes <= 0 || c.collectors < 2 || c.monitors < 1 {
-		return c, errors.New("need --nodes > 0, 0 < --nodes-per-process ≤ 19,000, --collectors ≥ 2, --monitors ≥ 1")
+	if c.perProcess > 19000 || c.perProcess <= 0 || c.nodes <= 0 || c.collectors < 1 || (c.kill && c.collectors < 2) || c.monitors < 1 {
+		return c, errors.New("need --nodes > 0, 0 < --nodes-per-process ≤ 19,000, --collectors ≥ 1 (≥ 2 with --kill), --monitors ≥ 1")
 	}
 	if c.out == "" {
 		c.out = filepath.Join(".run", "scaleout", time.Now().UTC().Format("20060102-150405"))
@@ -174,8 +175,36 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "every node attached after %s\n", t.Round(time.Second))
-	if _, err := s.until(ctx, "settle", cfg.settle, nil); err != nil {
+	var ws []window
+	defer func() {
+		if len(ws) == 0 {
+			return
+		}
+		if t, err := s.writeTable(ws); err == nil {
+			fmt.Fprintf(out, "\n%s\n", t)
+		}
+	}()
+	// No node is stopped in this run, so every transition to Unknown after
+	// the ramp is a false one.
+	unknownAtStart := s.measure(ctx).unknown
+	falseUnknown := func() error {
+		n := s.measure(ctx).unknown - unknownAtStart
+		fmt.Fprintf(out, "false Unknown (Ready → Unknown transitions after the ramp, every monitor): %.0f\n", n)
+		if n > 0 && !cfg.quick {
+			return fmt.Errorf("%.0f nodes went Unknown though no node stopped", n)
+		}
+		return nil
+	}
+	w, err := s.hold(ctx, fmt.Sprintf("steady, %d collectors", cfg.collectors), cfg.settle)
+	ws = append(ws, w)
+	if err != nil {
 		return err
+	}
+	if !cfg.kill {
+		if err := falseUnknown(); err != nil {
+			return err
+		}
+		return s.writeChart()
 	}
 	last := cfg.collectors - 1
 	held := s.sample()[last]
@@ -186,7 +215,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "killed collector %d: every node on the others after %s (it held %d)\n", last+1, t.Round(time.Second), held)
-	if _, err := s.until(ctx, "down", cfg.down, nil); err != nil {
+	w, err = s.hold(ctx, fmt.Sprintf("collector %d down", last+1), cfg.down)
+	ws = append(ws, w)
+	if err != nil {
 		return err
 	}
 	s.mark("restart collector")
@@ -198,7 +229,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "restarted collector %d: within ±20 %% of even after %s\n", last+1, t.Round(time.Second))
-	if _, err := s.until(ctx, "hold", cfg.settle, nil); err != nil {
+	w, err = s.hold(ctx, "after the restart", cfg.settle)
+	ws = append(ws, w)
+	if err != nil {
+		return err
+	}
+	if err := falseUnknown(); err != nil {
 		return err
 	}
 	return s.writeChart()
