@@ -48,6 +48,8 @@ import (
 //	NODEPULSE_STREAMMEM_CONNS        gRPC connections they share (default N/100, at least 1)
 //	NODEPULSE_STREAMMEM_RENEW        renewal interval per stream (default 1s: N renewals/s)
 //	NODEPULSE_STREAMMEM_HOLD         steady window measured for CPU (default 20s)
+//	NODEPULSE_STREAMMEM_WRITEBUF     the collector's --grpc.write-buffer-size (default 0: grpc-go's)
+//	NODEPULSE_STREAMMEM_READBUF      the collector's --grpc.read-buffer-size (default 0: grpc-go's)
 //	NODEPULSE_STREAMMEM_PROFILE      write <this>.cpu (steady window) and <this>.heap (at the end)
 //	NODEPULSE_STREAMMEM_ETCD         etcd endpoints; default an in-process memstore (whose own
 //	                                 memory is then part of the heap: compare runs, or use etcd)
@@ -81,6 +83,13 @@ func TestStreamMemory(t *testing.T) {
 		cfg.Store = mem
 	}
 	cfg.GRPC.TLS.Insecure = true
+	// Transport settings measured per setting (docs/benchmarks.md).
+	if v, err := strconv.Atoi(os.Getenv("NODEPULSE_STREAMMEM_WRITEBUF")); err == nil {
+		cfg.GRPC.WriteBufferSize = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("NODEPULSE_STREAMMEM_READBUF")); err == nil {
+		cfg.GRPC.ReadBufferSize = v
+	}
 	cfg.GRPC.ListenAddress = "127.0.0.1:0"
 	cfg.Admin.ListenAddress = "127.0.0.1:0"
 	cfg.ID = "streammem"

@@ -69,6 +69,14 @@ type Config struct {
 	// ConnectionTimeout bounds a new connection's TLS and HTTP/2
 	// handshake; 0 means DefaultConnectionTimeout.
 	ConnectionTimeout time.Duration
+	// WriteBufferSize and ReadBufferSize are grpc-go's per-connection
+	// transport buffers: 0 keeps grpc-go's 32 KiB, negative means none
+	// (every frame its own syscall). Since grpc-go 1.7x both come from
+	// shared pools and are held only while a connection reads or writes,
+	// so their size costs an idle connection nothing; measured per setting
+	// in docs/benchmarks.md ("Transport buffers").
+	WriteBufferSize int
+	ReadBufferSize  int
 }
 
 // RegisterFlags adds the grpc.* flags with the given default address.
@@ -92,6 +100,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, defAddr string) {
 	fs.IntVar(&c.ConnWindow, "grpc.conn-window-size", DefaultConnWindow, "HTTP/2 flow-control window per connection in bytes (fixed; at least 65536)")
 	fs.IntVar(&c.MaxConnections, "grpc.max-connections", 0, "most connections open at once; more are closed at accept (0: the file-descriptor limit less max(64, 10 %) kept for the admin port, etcd and files)")
 	fs.DurationVar(&c.ConnectionTimeout, "grpc.connection-timeout", DefaultConnectionTimeout, "close a new connection whose TLS/HTTP/2 handshake has not completed within this")
+	fs.IntVar(&c.WriteBufferSize, "grpc.write-buffer-size", 0, "bytes a connection batches before a write syscall (0: grpc-go's 32 KiB; negative: none)")
+	fs.IntVar(&c.ReadBufferSize, "grpc.read-buffer-size", 0, "bytes a connection reads per syscall at most (0: grpc-go's 32 KiB; negative: none)")
 }
 
 // Default flow-control windows, for servers and for grpcclient. They are
@@ -278,6 +288,12 @@ func New(cfg Config, lg *zap.Logger, reg prometheus.Registerer, opts Options) (*
 		grpc.ConnectionTimeout(connTimeout),
 		// Undecodable messages answered InvalidArgument (RegisterService).
 		serverCodec(opts.Codec),
+	}
+	if cfg.WriteBufferSize != 0 {
+		sopts = append(sopts, grpc.WriteBufferSize(max(cfg.WriteBufferSize, 0)))
+	}
+	if cfg.ReadBufferSize != 0 {
+		sopts = append(sopts, grpc.ReadBufferSize(max(cfg.ReadBufferSize, 0)))
 	}
 	if tlsCfg != nil {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(tlsCfg)))

@@ -119,7 +119,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			continue
 		}
 		l.m.open.Inc()
-		return &limitedConn{Conn: c, l: l, accepted: l.now()}, nil
+		return wrapConn(c, &limitedConn{Conn: c, l: l, accepted: l.now()}), nil
 	}
 }
 
