@@ -52,8 +52,14 @@ func registeredNames(t *testing.T) map[string]bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = a.Run(ctx) // closes the listeners
+	// The process's metrics (/metrics) and the kube_* node series
+	// (KubeStatePath), each from its own registry.
 	ch := make(chan *prometheus.Desc, 1024)
-	go func() { reg.Describe(ch); close(ch) }()
+	go func() {
+		reg.Describe(ch)
+		a.kubeState.Describe(ch)
+		close(ch)
+	}()
 	names := map[string]bool{}
 	fq := regexp.MustCompile(`fqName: "([^"]+)"`)
 	for d := range ch {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	"github.com/nodepulse/nodepulse/monitor/app"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 	"github.com/nodepulse/nodepulse/tests/etcdtest"
@@ -20,10 +21,12 @@ import (
 
 // TestMonitorKubeStateMetrics runs two monitors on etcd with four nodes:
 // one Ready, one that stopped renewing (Unknown, tainted unreachable), one
-// cordoned and one tainted through the API. The leader's /metrics carries
-// the kube-state-metrics series of each with kube-state-metrics' values;
-// the follower's carries none (--metrics.kube-state=leader), so a sum over
-// both replicas counts every node once.
+// cordoned and one tainted through the API. The leader's
+// /metrics/kube-state carries the kube-state-metrics series of each with
+// kube-state-metrics' values; the follower's carries none
+// (--metrics.kube-state=leader), so a sum over both replicas counts every
+// node once. Neither's /metrics carries any: a scrape of the process's own
+// metrics must not pay for every node.
 func TestMonitorKubeStateMetrics(t *testing.T) {
 	c := etcdtest.Shared(t)
 	store := etcdtest.NewStore(t, c)
@@ -68,7 +71,7 @@ func TestMonitorKubeStateMetrics(t *testing.T) {
 
 	var got promtext.Samples
 	waitFor(t, 10*time.Second, "the leader's scrape to show the cordon and the taint", func() bool {
-		got = scrapeAll(t, a)
+		got = scrapeAll(t, a, app.KubeStatePath)
 		return value(got, "kube_node_spec_unschedulable", `node="cordoned"`) == 1 &&
 			value(got, "kube_node_spec_taint", `effect="NoSchedule",key="dedicated",node="tainted",value="gpu"`) == 1
 	})
@@ -152,22 +155,29 @@ func TestMonitorKubeStateMetrics(t *testing.T) {
 	}
 
 	// The follower exports none of it; its own metrics are still there.
-	fb := scrapeAll(t, b)
-	for name := range fb {
+	for name := range scrapeAll(t, b, app.KubeStatePath) {
 		if strings.HasPrefix(name, "kube_") {
 			t.Errorf("the follower exports %s", name)
 		}
 	}
-	if len(fb["nodepulse_monitor_leader"]) == 0 {
-		t.Error("the follower's /metrics has no nodepulse_monitor_leader")
+	for _, m := range []*monitor{a, b} {
+		own := scrapeAll(t, m, "/metrics")
+		if len(own["nodepulse_monitor_leader"]) == 0 {
+			t.Error("a monitor's /metrics has no nodepulse_monitor_leader")
+		}
+		for name := range own {
+			if strings.HasPrefix(name, "kube_") {
+				t.Errorf("/metrics carries %s (it belongs on %s)", name, app.KubeStatePath)
+			}
+		}
 	}
 }
 
-func scrapeAll(t *testing.T, m *monitor) promtext.Samples {
+func scrapeAll(t *testing.T, m *monitor, path string) promtext.Samples {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := promtext.Scrape(ctx, http.DefaultClient, "http://"+m.app.AdminAddr()+"/metrics")
+	s, err := promtext.Scrape(ctx, http.DefaultClient, "http://"+m.app.AdminAddr()+path)
 	if err != nil {
 		t.Fatal(err)
 	}

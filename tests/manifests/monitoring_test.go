@@ -68,11 +68,17 @@ func checkMonitoring(objs []object) (jobs []string, problems []string) {
 			}
 			// The monitor exports kube_lease_renew_time{namespace="kube-node-lease"};
 			// without honorLabels the target's namespace label replaces it.
+			// Its kube_* node series are on a path of their own.
 			if svc.Name == "monitor" {
+				paths := map[string]bool{}
 				for _, ep := range v.Spec.Endpoints {
 					if !ep.HonorLabels {
 						add(id, "endpoint %q must set honorLabels: the monitor's kube_lease_renew_time carries its own namespace label", ep.Port)
 					}
+					paths[ep.Path] = true
+				}
+				if !paths["/metrics"] || !paths["/metrics/kube-state"] {
+					add(id, "must scrape both /metrics and /metrics/kube-state (the kube_* node series), has %v", paths)
 				}
 			}
 			jobOf(id, v.Spec.Endpoints)
@@ -196,6 +202,7 @@ func TestMonitoringComponent(t *testing.T) {
 		t.Error(p)
 	}
 	jobs, _ := checkMonitoring(objs)
+	jobs = slices.Compact(jobs) // the monitor's two endpoints share its job
 	want := []string{"nodepulse-collector", "nodepulse-etcd", "nodepulse-monitor", "nodepulse-reporter"}
 	if !slices.Equal(jobs, want) {
 		t.Errorf("jobs %v, want %v", jobs, want)
