@@ -127,7 +127,7 @@ robustness: build ## randomized fault suite, ~11 min: DURATION=10m of faults at 
 	bin/robustness --bin-dir bin --out .run/robustness --duration $(DURATION) --nodes $(NODES) --seed $(SEED)
 
 .PHONY: bench-scaleout
-bench-scaleout: build ## scale-out run: 3 collectors, 2 monitors, etcd ×3, 32,000 nodes at one connection each; kill and restart a collector; nodes per collector, CPU and memory per node to .run/scaleout/ (~10 min)
+bench-scaleout: build ## scale-out run: 3 collectors, 2 monitors, etcd ×3, 15,000 nodes at one connection each; kill and restart a collector; nodes per collector, CPU and memory per node to .run/scaleout/ (~10 min)
 	bin/scaleout --bin-dir bin
 
 .PHONY: bench-scaleout-quick

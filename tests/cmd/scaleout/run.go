@@ -41,11 +41,11 @@ func parse(args []string) (config, error) {
 	fs := flag.NewFlagSet("scaleout", flag.ContinueOnError)
 	fs.StringVar(&c.binDir, "bin-dir", "bin", "directory with etcd, collector, monitor and fleetsim")
 	fs.StringVar(&c.out, "out", "", "output directory (default .run/scaleout/<time>)")
-	fs.IntVar(&c.nodes, "nodes", 32000, "virtual nodes, each on its own connection (with --kill, the two survivors of three collectors must hold them all: at most 2 × 18,000 at a 20,000-descriptor limit)")
-	fs.IntVar(&c.perProcess, "nodes-per-process", 15000, "nodes per simulator process (each holds one fd per node; a process may hold at most 20,000)")
+	fs.IntVar(&c.nodes, "nodes", 15000, "virtual nodes, each on its own connection (with --kill, the two survivors of three collectors must hold them all: at most 2 × 18,000 at a 20,000-descriptor limit; a 2-core machine carries about 15,000 with the whole cluster on it)")
+	fs.IntVar(&c.perProcess, "nodes-per-process", 5000, "nodes per simulator process (each holds one fd per node; a process may hold at most 20,000)")
 	fs.IntVar(&c.collectors, "collectors", 3, "collectors")
 	fs.IntVar(&c.monitors, "monitors", 2, "monitors")
-	fs.Float64Var(&c.rampRate, "ramp-rate", 300, "registrations started per second per simulator process")
+	fs.Float64Var(&c.rampRate, "ramp-rate", 100, "registrations started per second per simulator process")
 	fs.DurationVar(&c.balanceInterval, "balance-interval", 10*time.Second, "the collectors' --balance.interval")
 	fs.DurationVar(&c.settle, "settle", 60*time.Second, "steady time after every node attached, before the kill")
 	fs.DurationVar(&c.down, "down", 60*time.Second, "how long the killed collector stays down")
@@ -195,7 +195,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return nil
 	}
-	w, err := s.hold(ctx, fmt.Sprintf("steady, %d collectors", cfg.collectors), cfg.settle)
+	w, err := s.hold(ctx, fmt.Sprintf("steady, %d collector(s)", cfg.collectors), cfg.settle)
 	ws = append(ws, w)
 	if err != nil {
 		return err
