@@ -61,6 +61,24 @@ func TestPhasesAreEvenAndGroupedByConnection(t *testing.T) {
 	}
 }
 
+// Lone connections share phaseSlots slots, so their renewals arrive in
+// company (one wakeup of the collector for a slot's worth of them).
+func TestLoneConnectionsShareSlots(t *testing.T) {
+	p := newPhases()
+	slots := map[float64]int{}
+	for k := range 10_000 {
+		slots[p.acquire(fmt.Sprintf("10.1.%d.%d:5%04d", k/250, k%250, k))]++
+	}
+	if len(slots) != phaseSlots {
+		t.Fatalf("10,000 lone connections on %d distinct phases, want the %d slots", len(slots), phaseSlots)
+	}
+	for ph, n := range slots {
+		if n < 10_000/phaseSlots*8/10 || n > 10_000/phaseSlots*12/10 {
+			t.Errorf("slot %v holds %d connections, want about %d", ph, n, 10_000/phaseSlots)
+		}
+	}
+}
+
 func TestPhaseEntriesGoWithTheirLastStream(t *testing.T) {
 	p := newPhases()
 	a1, a2 := p.acquire("a"), p.acquire("a")
