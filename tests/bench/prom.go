@@ -32,26 +32,10 @@ func ParseMetrics(r io.Reader) (Metrics, error) {
 // Value is the sum of every sample of name whose labels contain every
 // fragment of match (e.g. `method="put"`); NaN when name is absent.
 func (m Metrics) Value(name string, match ...string) float64 {
-	ss, ok := m[name]
-	if !ok {
+	if _, ok := m[name]; !ok {
 		return math.NaN()
 	}
-	var sum float64
-	for _, s := range ss {
-		if matches(s.Labels, match) {
-			sum += s.Value
-		}
-	}
-	return sum
-}
-
-func matches(labels string, match []string) bool {
-	for _, f := range match {
-		if !strings.Contains(labels, f) {
-			return false
-		}
-	}
-	return true
+	return promtext.Samples(m).Sum(name, match...)
 }
 
 // Buckets returns the cumulative buckets of histogram name (summed over
@@ -59,7 +43,7 @@ func matches(labels string, match []string) bool {
 func (m Metrics) Buckets(name string, match ...string) []PromBucket {
 	byLe := map[float64]float64{}
 	for _, s := range m[name+"_bucket"] {
-		if !matches(s.Labels, match) {
+		if !promtext.Matches(s.Labels, match...) {
 			continue
 		}
 		le, ok := labelValue(s.Labels, "le")

@@ -81,3 +81,25 @@ func Scrape(ctx context.Context, c *http.Client, url string) (Samples, error) {
 	}
 	return Parse(resp.Body)
 }
+
+// Sum is the sum of every sample of name whose labels contain every
+// fragment of match (e.g. `kind="lease"`); 0 when there is none.
+func (s Samples) Sum(name string, match ...string) float64 {
+	var sum float64
+	for _, x := range s[name] {
+		if Matches(x.Labels, match...) {
+			sum += x.Value
+		}
+	}
+	return sum
+}
+
+// Matches says whether labels (as served) contain every fragment of match.
+func Matches(labels string, match ...string) bool {
+	for _, f := range match {
+		if !strings.Contains(labels, f) {
+			return false
+		}
+	}
+	return true
+}

@@ -52,16 +52,6 @@ func (s *stack) scrape(ctx context.Context, url string) promtext.Samples {
 	return m
 }
 
-func sum(m promtext.Samples, name, labelPart string) float64 {
-	v := 0.0
-	for _, x := range m[name] {
-		if labelPart == "" || strings.Contains(x.Labels, labelPart) {
-			v += x.Value
-		}
-	}
-	return v
-}
-
 // measure reads every collector's /proc figures and /metrics, etcd's and
 // the monitors' /metrics.
 func (s *stack) measure(ctx context.Context) point {
@@ -73,18 +63,18 @@ func (s *stack) measure(ctx context.Context) point {
 				cp.up, cp.cpu, cp.rss = true, ps.CPUSeconds, ps.RSSBytes
 			}
 			m := s.scrape(ctx, "http://"+addr(s.adminPort(i))+"/metrics")
-			cp.renewals = sum(m, "nodepulse_collector_messages_total", `kind="lease",result="ok"`)
-			cp.streams = sum(m, "nodepulse_collector_streams_open", "")
+			cp.renewals = m.Sum("nodepulse_collector_messages_total", `kind="lease",result="ok"`)
+			cp.streams = m.Sum("nodepulse_collector_streams_open")
 		}
 		p.collectors = append(p.collectors, cp)
 	}
 	e := s.scrape(ctx, "http://"+addr(s.cfg.basePort)+"/metrics")
-	p.etcdTxns = sum(e, "etcd_server_proposals_committed_total", "")
-	p.etcdWAL = sum(e, "etcd_disk_wal_write_bytes_total", "")
-	p.etcdDB = sum(e, "etcd_mvcc_db_total_size_in_bytes", "")
+	p.etcdTxns = e.Sum("etcd_server_proposals_committed_total")
+	p.etcdWAL = e.Sum("etcd_disk_wal_write_bytes_total")
+	p.etcdDB = e.Sum("etcd_mvcc_db_total_size_in_bytes")
 	for i := range s.cfg.monitors {
 		m := s.scrape(ctx, "http://"+addr(s.cfg.basePort+40+i)+"/metrics")
-		p.unknown += sum(m, "nodepulse_monitor_ready_transitions_total", `to="Unknown"`)
+		p.unknown += m.Sum("nodepulse_monitor_ready_transitions_total", `to="Unknown"`)
 	}
 	return p
 }
