@@ -71,10 +71,12 @@ type Config struct {
 	ConnectionTimeout time.Duration
 	// WriteBufferSize and ReadBufferSize are grpc-go's per-connection
 	// transport buffers: 0 keeps grpc-go's 32 KiB, negative means none
-	// (every frame its own syscall). Since grpc-go 1.7x both come from
-	// shared pools and are held only while a connection reads or writes,
-	// so their size costs an idle connection nothing; measured per setting
-	// in docs/benchmarks.md ("Transport buffers").
+	// (every frame its own syscall). On plaintext connections both come
+	// from shared pools and are held only while a connection reads or
+	// writes (the read side through readyConn), so their size costs an
+	// idle connection nothing; under TLS grpc-go keeps a read buffer per
+	// connection. Measured per setting in docs/benchmarks.md ("Transport
+	// buffers").
 	WriteBufferSize int
 	ReadBufferSize  int
 }
