@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -53,6 +54,9 @@ import (
 //	NODEPULSE_STREAMMEM_PROFILE      write <this>.cpu (steady window) and <this>.heap (at the end)
 //	NODEPULSE_STREAMMEM_ETCD         etcd endpoints; default an in-process memstore (whose own
 //	                                 memory is then part of the heap: compare runs, or use etcd)
+//	NODEPULSE_STREAMMEM_BARE=1       serve the same streams from a bare grpc.NewServer() whose
+//	                                 Report handler only acks each message: grpc-go's own cost per
+//	                                 stream and connection, the floor under the collector's figures
 //
 // Memory is the difference between the idle collector and the collector
 // with N streams attached, divided by N. Wrap runs in
@@ -73,6 +77,7 @@ func TestStreamMemory(t *testing.T) {
 	renew := envDuration("NODEPULSE_STREAMMEM_RENEW", time.Second)
 	hold := envDuration("NODEPULSE_STREAMMEM_HOLD", 20*time.Second)
 
+	bare := os.Getenv("NODEPULSE_STREAMMEM_BARE") == "1"
 	cfg := DefaultConfig()
 	if ep := os.Getenv("NODEPULSE_STREAMMEM_ETCD"); ep != "" {
 		cfg.Etcd.Endpoints = flagenv.StringList(strings.Split(ep, ","))
@@ -95,22 +100,33 @@ func TestStreamMemory(t *testing.T) {
 	cfg.ID = "streammem"
 	cfg.Ingest.MaxStreams = n + 10
 	cfg.Persist.QueueSize = max(cfg.Persist.QueueSize, n)
-	a, err := New(cfg, zap.NewNop(), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	for a.Ready() != nil {
-		time.Sleep(10 * time.Millisecond)
+	var srv streamMemServer
+	if bare {
+		b, err := startBareServer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.stop()
+		srv = b
+	} else {
+		a, err := New(cfg, zap.NewNop(), prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		for a.Ready() != nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		srv = a
 	}
 	time.Sleep(time.Second)
 	before := sampleMem()
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestStreamMemory$", "-test.v=false")
-	cmd.Env = append(os.Environ(), streamMemClientEnv+"="+a.GRPCAddr(),
+	cmd.Env = append(os.Environ(), streamMemClientEnv+"="+srv.GRPCAddr(),
 		fmt.Sprintf("NODEPULSE_STREAMMEM_NODES=%d", n), fmt.Sprintf("NODEPULSE_STREAMMEM_CONNS=%d", conns),
 		"NODEPULSE_STREAMMEM_RENEW="+renew.String())
 	cmd.Stderr = os.Stderr
@@ -143,9 +159,9 @@ func TestStreamMemory(t *testing.T) {
 	select {
 	case <-ready:
 	case <-time.After(10 * time.Minute):
-		t.Fatalf("only %d of %d streams attached after 10m", a.Streams(), n)
+		t.Fatalf("only %d of %d streams attached after 10m", srv.Streams(), n)
 	}
-	t.Logf("%d streams over %d connections attached in %s", a.Streams(), conns, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d streams over %d connections attached in %s", srv.Streams(), conns, time.Since(start).Round(time.Millisecond))
 	// Let the attach checkpoints and first statuses settle.
 	time.Sleep(max(5*time.Second, 2*renew))
 	prof := os.Getenv("NODEPULSE_STREAMMEM_PROFILE")
@@ -178,14 +194,14 @@ func TestStreamMemory(t *testing.T) {
 			_ = f.Close()
 		}
 	}
-	if got := a.Streams(); got != n {
+	if got := srv.Streams(); got != n {
 		t.Errorf("%d streams open at the end, want %d", got, n)
 	}
 	per := func(x, y uint64) float64 { return (float64(x) - float64(y)) / float64(n) }
 	wall := w1.Sub(w0).Seconds()
 	rate := float64(r1-r0) / wall
 	cores := float64(c1-c0) / 1e9 / wall
-	t.Logf("N=%d conns=%d GOGC=%q", n, conns, os.Getenv("GOGC"))
+	t.Logf("N=%d conns=%d GOGC=%q bare=%v", n, conns, os.Getenv("GOGC"), bare)
 	t.Logf("per stream: RSS %.0f B (steady, no forced GC) / %.0f B (after GC); heap in use %.0f B, live heap %.0f B, stacks %.0f B (%.0f B scanned per GC), goroutines %.2f",
 		per(steady.rss, before.rss), per(after.rss, before.rss), per(steady.heapInuse, before.heapInuse), per(after.heapAlloc, before.heapAlloc),
 		per(after.stack, before.stack), per(after.stackScanned, before.stackScanned), float64(after.goroutines-before.goroutines)/float64(n))
@@ -197,6 +213,53 @@ func TestStreamMemory(t *testing.T) {
 }
 
 const streamMemClientEnv = "NODEPULSE_STREAMMEM_CLIENT"
+
+// streamMemServer is what the harness measures: the collector's App, or
+// the bare grpc-go server below.
+type streamMemServer interface {
+	GRPCAddr() string
+	Streams() int
+}
+
+// bareServer is grpc-go with nothing of nodepulse's: default server
+// options, a plain TCP listener, and a Report handler that acknowledges
+// every message without looking at it. Its cost per stream is what any
+// collector built on grpc-go pays before doing any work.
+type bareServer struct {
+	collectorv1.UnimplementedCollectorServiceServer
+	lis     net.Listener
+	srv     *grpc.Server
+	streams atomic.Int64
+}
+
+func startBareServer() (*bareServer, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	b := &bareServer{lis: lis, srv: grpc.NewServer()}
+	collectorv1.RegisterCollectorServiceServer(b.srv, b)
+	go func() { _ = b.srv.Serve(lis) }()
+	return b, nil
+}
+
+func (b *bareServer) Report(s grpc.BidiStreamingServer[collectorv1.ReportRequest, collectorv1.ReportResponse]) error {
+	b.streams.Add(1)
+	defer b.streams.Add(-1)
+	for {
+		m, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		if err := s.Send(&collectorv1.ReportResponse{Message: &collectorv1.ReportResponse_Ack{Ack: &collectorv1.Ack{Seq: m.GetSeq()}}}); err != nil {
+			return err
+		}
+	}
+}
+
+func (b *bareServer) GRPCAddr() string { return b.lis.Addr().String() }
+func (b *bareServer) Streams() int     { return int(b.streams.Load()) }
+func (b *bareServer) stop()            { b.srv.Stop() }
 
 type memSample struct {
 	rss, heapInuse, heapAlloc, stack uint64
