@@ -109,7 +109,6 @@ func ts(t interface{ AsTime() time.Time }) time.Time {
 // only then is the probe compared with the grace period.
 func Evaluate(cfg Config, now time.Time, rec *Record, in *Input) Result {
 	node, hb := in.Node, &in.Heartbeat
-	created := ts(node.GetMetadata().GetCreationTimestamp())
 	ready := nodemodel.FindCondition(node.GetStatus().GetConditions(), nodemodel.Ready)
 	res := Result{Grace: cfg.GracePeriod, Current: ready, Overrides: in.Overrides}
 
@@ -123,7 +122,7 @@ func Evaluate(cfg Config, now time.Time, rec *Record, in *Input) Result {
 		if !rec.initialized {
 			// Upstream seeds a never-reporting node's probe with its creation
 			// time; a node that predates this leadership gets the takeover time.
-			seed := created
+			seed := ts(node.GetMetadata().GetCreationTimestamp())
 			if seed.IsZero() || seed.Before(hb.FreshSince) {
 				seed = hb.FreshSince
 			}

@@ -99,14 +99,28 @@ func Merge(feed Node, lease *nodev1.Lease, status *nodev1.NodeStatus, g Grants) 
 	// from the feed, or coarsely from the checkpoint. Only a later one
 	// replaces the stored Ready's, so a report already stored is not heard
 	// twice; the feed's is dated by its arrival.
-	if cp := lease.GetPersistence().GetStatusHeartbeatTime(); cp != nil && cp.AsTime().After(hb.StatusHeartbeat) {
-		hb.StatusHeartbeat = cp.AsTime()
+	// The checkpoint's time is converted once (a pass merges every node).
+	cp := checkpointed(lease)
+	if cp.After(hb.StatusHeartbeat) {
+		hb.StatusHeartbeat = cp
 	}
 	if feed.StatusHeartbeat.After(hb.StatusHeartbeat) {
 		hb.StatusHeartbeat, hb.StatusObservedAt = feed.StatusHeartbeat, feed.StatusObservedAt
 	}
-	hb.Reported = Reported(feed, lease)
+	hb.Reported = feed.StatusHeartbeat
+	if cp.After(hb.Reported) {
+		hb.Reported = cp
+	}
 	return hb
+}
+
+// checkpointed is the status heartbeat the lease's checkpoint carries,
+// zero when it carries none.
+func checkpointed(lease *nodev1.Lease) time.Time {
+	if cp := lease.GetPersistence().GetStatusHeartbeatTime(); cp != nil {
+		return cp.AsTime()
+	}
+	return time.Time{}
 }
 
 // Reported is the heartbeat of the node's latest status report that
@@ -116,8 +130,8 @@ func Merge(feed Node, lease *nodev1.Lease, status *nodev1.NodeStatus, g Grants) 
 // (nodemodel.WithHeartbeat): a report stamps all of them at once.
 func Reported(feed Node, lease *nodev1.Lease) time.Time {
 	hb := feed.StatusHeartbeat
-	if cp := lease.GetPersistence().GetStatusHeartbeatTime(); cp != nil && cp.AsTime().After(hb) {
-		hb = cp.AsTime()
+	if cp := checkpointed(lease); cp.After(hb) {
+		hb = cp
 	}
 	return hb
 }

@@ -437,7 +437,13 @@ func (t *Tracker) attachLocked(nd *node, id string) {
 
 // blindLocked is nd's Node.Blind.
 func (t *Tracker) blindLocked(nd *node) time.Duration {
-	if f := t.feeds[nd.collector]; f != nil && f.blind > nd.blindBase {
+	return blindIn(nd, t.feeds[nd.collector])
+}
+
+// blindIn is nd's Node.Blind given its collector's feed f (nil when not
+// followed).
+func blindIn(nd *node, f *feed) time.Duration {
+	if f != nil && f.blind > nd.blindBase {
 		return nd.blind + f.blind - nd.blindBase
 	}
 	return nd.blind
@@ -496,9 +502,12 @@ func (t *Tracker) Node(name string) Node {
 }
 
 func (t *Tracker) nodeOfLocked(nd *node, now time.Time) Node {
+	// One lookup of the feed by its collector's name: a health pass asks
+	// this of every node.
+	f := t.feeds[nd.collector]
 	out := Node{Renewals: nd.renewals, RenewTime: nd.renewTime, ObservedAt: nd.observedAt, Collector: nd.collector, Epoch: nd.epoch,
-		Blind: t.blindLocked(nd), QuietUntil: nd.quietUntil, StatusHeartbeat: nd.statusHB, StatusObservedAt: nd.statusAt}
-	if f := t.feeds[nd.collector]; f != nil && t.staleLocked(f, now) {
+		Blind: blindIn(nd, f), QuietUntil: nd.quietUntil, StatusHeartbeat: nd.statusHB, StatusObservedAt: nd.statusAt}
+	if f != nil && t.staleLocked(f, now) {
 		out.Paused = true
 	}
 	return out
