@@ -15,6 +15,11 @@ require (
 require k8s.io/cri-api v0.37.2
 
 require (
+	go.opentelemetry.io/otel v1.45.0 // indirect
+	go.opentelemetry.io/otel/sdk/metric v1.45.0 // indirect
+)
+
+require (
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect

@@ -26,6 +26,7 @@ import (
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	policyv1 "github.com/nodepulse/nodepulse/gen/nodepulse/policy/v1"
 	"github.com/nodepulse/nodepulse/monitor/internal/api"
+	"github.com/nodepulse/nodepulse/monitor/internal/authz"
 	"github.com/nodepulse/nodepulse/monitor/internal/kubeapi"
 	"github.com/nodepulse/nodepulse/monitor/internal/kubemetrics"
 	"github.com/nodepulse/nodepulse/monitor/internal/maintenance/compactor"
@@ -359,7 +360,7 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	if a.compact, err = compactor.New(compactor.Config{Interval: cfg.CompactionInterval, Compacted: a.defrag.Compacted}, upkeep, a.ctl, lg, registerer); err != nil {
 		return nil, a.closeOnErr(err)
 	}
-	auth := api.Authorizer{Plaintext: cfg.GRPC.TLS.Insecure, OperatorToken: cfg.OperatorToken, Log: lg.Named("auth")}
+	auth := authz.GRPC{Policy: authz.Policy{Plaintext: cfg.GRPC.TLS.Insecure, OperatorToken: cfg.OperatorToken}, Log: lg.Named("auth")}
 	a.grpc, err = grpcserver.New(cfg.GRPC, lg, registerer, grpcserver.Options{
 		Unary:  []grpc.UnaryServerInterceptor{auth.Unary()},
 		Stream: []grpc.StreamServerInterceptor{auth.Stream()},
@@ -378,7 +379,7 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 	policyv1.RegisterDisruptionBudgetServiceServer(a.grpc, budgetAPI)
 	a.kube, err = newKubeServer(cfg.KubeAPI, cfg.GRPC.TLS, kubeapi.Backends{
 		Nodes: nodeAPI, Pods: podAPI, Workloads: workloadAPI, Budgets: budgetAPI,
-		Auth: api.Authorizer{Plaintext: cfg.KubeAPI.Insecure, OperatorToken: cfg.OperatorToken, Log: lg.Named("kube-api.auth")},
+		Policy: authz.Policy{Plaintext: cfg.KubeAPI.Insecure, OperatorToken: cfg.OperatorToken},
 	}, lg, registerer)
 	if err != nil {
 		a.grpc.Stop()

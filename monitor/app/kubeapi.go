@@ -79,7 +79,12 @@ func newKubeServer(c KubeAPIConfig, grpcTLS tlsconfig.Config, b kubeapi.Backends
 	} else {
 		lg.Info("Kubernetes-compatible API listening", zap.String("address", ln.Addr().String()))
 	}
-	return &kubeServer{h: kubeapi.New(b, lg, ln.Addr().String()), ln: ln, tls: tlsCfg}, nil
+	h, err := kubeapi.New(b, lg, ln.Addr().String())
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	return &kubeServer{h: h, ln: ln, tls: tlsCfg}, nil
 }
 
 // Run serves until ctx ends.

@@ -23,6 +23,7 @@ import (
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	policyv1 "github.com/nodepulse/nodepulse/gen/nodepulse/policy/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/authz"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/liveness"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/zones"
@@ -81,7 +82,7 @@ func start(t *testing.T, o opts) *env {
 	gc := grpcserver.Config{ListenAddress: "127.0.0.1:0", TLS: o.tls, MaxRecvMsgSize: 1 << 20, MaxConcurrentStreams: 100,
 		KeepaliveTime: time.Minute, KeepaliveTimeout: time.Minute, MinClientPingInterval: time.Second, DrainTimeout: time.Second}
 	gc.TLS.Insecure = o.tls.CertFile == ""
-	auth := Authorizer{Plaintext: gc.TLS.Insecure, OperatorToken: o.token, Log: zap.NewNop()}
+	auth := authz.GRPC{Policy: authz.Policy{Plaintext: gc.TLS.Insecure, OperatorToken: o.token}, Log: zap.NewNop()}
 	srv, err := grpcserver.New(gc, zap.NewNop(), nil, grpcserver.Options{Unary: []grpc.UnaryServerInterceptor{auth.Unary()}, Stream: []grpc.StreamServerInterceptor{auth.Stream()}})
 	if err != nil {
 		t.Fatal(err)

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/nodepulse/nodepulse/monitor/internal/authz"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
-	"github.com/nodepulse/nodepulse/services/identity"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 	"github.com/nodepulse/nodepulse/services/validation"
 )
@@ -44,7 +44,7 @@ func newBase(store nodestore.Store, c *cache.Cache, lg *zap.Logger, now func() t
 
 // audit logs a change with who asked for it; subject is "node" or "pod".
 func (b *base) audit(ctx context.Context, subject, what, name string, fields ...zap.Field) {
-	b.lg.Info(what, append([]zap.Field{zap.String(subject, name), zap.String("caller", identity.FromContext(ctx).String())}, fields...)...)
+	b.lg.Info(what, append([]zap.Field{zap.String(subject, name), zap.String("caller", authz.Caller(ctx))}, fields...)...)
 }
 
 // readYourWritesWait bounds how long a write waits for this replica's cache.

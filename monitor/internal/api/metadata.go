@@ -7,6 +7,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -32,6 +33,13 @@ type NodeUpdate struct {
 	// ignored); AddTaints are added or, for an existing key and effect,
 	// given their value.
 	RemoveTaints, AddTaints []*nodev1.Taint
+	// SetTaints replaces the user taints with Taints, in their order (a
+	// Kubernetes PATCH or PUT of spec.taints, which is an atomic list:
+	// kubectl taint puts a new taint first). The lifecycle controller's
+	// taints stay: those in Taints keep their place and time, those absent
+	// follow the list; RemoveTaints and AddTaints are then ignored.
+	SetTaints bool
+	Taints    []*nodev1.Taint
 	// Labels and Annotations replace the node's maps (nodes/<name> holds
 	// them; the monitor's API is that key's only writer after the
 	// collector created it).
@@ -46,7 +54,20 @@ type NodeUpdate struct {
 // refused taint stayed cordoned.
 func (s *Server) UpdateNode(ctx context.Context, name string, u NodeUpdate) (*nodev1.Node, error) {
 	now := s.now()
-	for _, t := range u.AddTaints {
+	adds := u.AddTaints
+	if u.SetTaints {
+		adds = u.Taints
+		if lim := validation.DefaultLimits().MaxTaints; len(u.Taints) > lim {
+			return nil, status.Errorf(codes.InvalidArgument, "spec.taints: must have at most %d items", lim)
+		}
+	}
+	for i, t := range adds {
+		if u.SetTaints && lifecycle.IsControllerManaged(t.GetKey(), t.GetEffect()) {
+			continue // checked against the node below
+		}
+		if u.SetTaints && slices.ContainsFunc(adds[:i], func(o *nodev1.Taint) bool { return o.GetKey() == t.GetKey() && o.GetEffect() == t.GetEffect() }) {
+			return nil, status.Errorf(codes.InvalidArgument, "spec.taints[%d]: taints must be unique by key and effect pair (%s:%s)", i, t.GetKey(), t.GetEffect())
+		}
 		if err := validation.Taint("spec.taints", t, now, validation.DefaultLimits()).Err(); err != nil {
 			return nil, validation.Status(err)
 		}
@@ -67,7 +88,19 @@ func (s *Server) UpdateNode(ctx context.Context, name string, u NodeUpdate) (*no
 		if u.Unschedulable != nil && n.Spec.Unschedulable != *u.Unschedulable {
 			n.Spec.Unschedulable, changed = *u.Unschedulable, true
 		}
+		if u.SetTaints {
+			next, err := orderedTaints(n.Spec.Taints, u.Taints, now)
+			if err != nil {
+				return false, err
+			}
+			if !slices.EqualFunc(next, n.Spec.Taints, func(a, b *nodev1.Taint) bool { return proto.Equal(a, b) }) {
+				n.Spec.Taints, changed = next, true
+			}
+		}
 		for _, r := range u.RemoveTaints {
+			if u.SetTaints {
+				break
+			}
 			i := slices.IndexFunc(n.Spec.Taints, func(t *nodev1.Taint) bool { return t.GetKey() == r.GetKey() && t.GetEffect() == r.GetEffect() })
 			if i < 0 {
 				if lifecycle.IsControllerManaged(r.GetKey(), r.GetEffect()) {
@@ -78,6 +111,9 @@ func (s *Server) UpdateNode(ctx context.Context, name string, u NodeUpdate) (*no
 			n.Spec.Taints, changed = slices.Delete(slices.Clone(n.Spec.Taints), i, i+1), true
 		}
 		for _, t := range u.AddTaints {
+			if u.SetTaints {
+				break
+			}
 			nt := proto.CloneOf(t)
 			if nt.GetEffect() == nodemodel.NoExecute {
 				nt.TimeAdded = nodemodel.Timestamp(now)
@@ -116,6 +152,47 @@ func (s *Server) UpdateNode(ctx context.Context, name string, u NodeUpdate) (*no
 	s.audit(ctx, "node", "node updated", name, zap.Boolp("unschedulable", u.Unschedulable), zap.Int("taints added", len(u.AddTaints)),
 		zap.Int("taints removed", len(u.RemoveTaints)), zap.Bool("metadata", u.Labels != nil || u.Annotations != nil))
 	return n, nil
+}
+
+// orderedTaints is the taint list want asks for over the node's cur: user
+// taints in want's order (an unchanged one keeps its timeAdded; a new
+// NoExecute one is stamped now), a lifecycle-controller taint kept where
+// want puts it and refused when the node does not have it, and the
+// controller's taints that want lacks (added since the client read the
+// node) kept after the rest.
+func orderedTaints(cur, want []*nodev1.Taint, now time.Time) ([]*nodev1.Taint, error) {
+	find := func(ts []*nodev1.Taint, t *nodev1.Taint) int {
+		return slices.IndexFunc(ts, func(o *nodev1.Taint) bool { return o.GetKey() == t.GetKey() && o.GetEffect() == t.GetEffect() })
+	}
+	out := make([]*nodev1.Taint, 0, len(want))
+	for _, t := range want {
+		i := find(cur, t)
+		switch {
+		case lifecycle.IsControllerManaged(t.GetKey(), t.GetEffect()):
+			if i < 0 {
+				if t.GetKey() == nodemodel.TaintUnschedulable {
+					continue // follows spec.unschedulable
+				}
+				return nil, status.Errorf(codes.InvalidArgument, "spec.taints: %s:%s is managed by the node lifecycle controller and cannot be set by hand", t.GetKey(), t.GetEffect())
+			}
+			out = append(out, cur[i])
+		case i >= 0 && cur[i].GetValue() == t.GetValue():
+			out = append(out, cur[i])
+		default:
+			nt := proto.CloneOf(t)
+			nt.TimeAdded = nil
+			if nt.GetEffect() == nodemodel.NoExecute {
+				nt.TimeAdded = nodemodel.Timestamp(now)
+			}
+			out = append(out, nt)
+		}
+	}
+	for _, c := range cur {
+		if lifecycle.IsControllerManaged(c.GetKey(), c.GetEffect()) && find(out, c) < 0 {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 // checkMetadata validates labels and annotations

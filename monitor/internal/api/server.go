@@ -27,11 +27,11 @@ import (
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/authz"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/liveness"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/zones"
-	"github.com/nodepulse/nodepulse/services/identity"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
 	"github.com/nodepulse/nodepulse/services/nodestore"
 	"github.com/nodepulse/nodepulse/services/validation"
@@ -433,7 +433,7 @@ func (s *Server) RequestStatusUpdate(ctx context.Context, req *nodev1.RequestSta
 	if _, err := s.node(req.GetName()); err != nil {
 		return nil, err
 	}
-	reason := "requested by " + identity.FromContext(ctx).String()
+	reason := "requested by " + authz.Caller(ctx)
 	col, delivered, err := s.live.SendCommand(ctx, req.GetName(), reason)
 	if errors.Is(err, liveness.ErrNotAttached) {
 		return nil, status.Errorf(codes.NotFound, "name: node %q is not attached to any collector this monitor follows", req.GetName())

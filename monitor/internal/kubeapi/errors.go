@@ -4,96 +4,87 @@
 package kubeapi
 
 import (
-	"encoding/json"
 	"errors"
-	"net/http"
-	"strconv"
+	"strings"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// apiError is a failure answered as a metav1.Status.
-type apiError struct{ st metav1.Status }
+// errNotFound is a lookup that found nothing.
+var errNotFound = status.Error(codes.NotFound, "not found")
 
-func (e *apiError) Error() string { return e.st.Message }
-
-func newErr(code int32, reason metav1.StatusReason, msg string) *apiError {
-	return &apiError{st: metav1.Status{
-		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
-		Status:   metav1.StatusFailure, Message: msg, Reason: reason, Code: code,
-	}}
-}
-
-func badRequest(msg string) *apiError { return newErr(400, metav1.StatusReasonBadRequest, msg) }
-
-func notFound(resource, name string) *apiError {
-	e := newErr(404, metav1.StatusReasonNotFound, resource+` "`+name+`" not found`)
-	e.st.Details = &metav1.StatusDetails{Name: name, Kind: resource}
-	return e
-}
-
-func methodNotAllowed(msg string) *apiError {
-	return newErr(405, metav1.StatusReasonMethodNotAllowed, msg)
-}
-
-func invalid(msg string) *apiError { return newErr(422, metav1.StatusReasonInvalid, msg) }
-
-// fromGRPC maps an error of the gRPC services (the same code path as the
-// gRPC API) to the Status kube-apiserver answers for the same failure.
-func fromGRPC(resource, name string, err error) *apiError {
-	var ae *apiError
-	if errors.As(err, &ae) {
-		return ae
+// statusError maps an error of the services (a gRPC status, the same as
+// the gRPC door answers) to the error kube-apiserver returns for the same
+// failure, so the generic handlers write upstream's metav1.Status: 404
+// NotFound, 422 Invalid with the field path, 409 Conflict, 403, 429, 503.
+func statusError(gr schema.GroupResource, kind, name string, err error) error {
+	if err == nil {
+		return nil
 	}
-	st, _ := status.FromError(err)
+	var se apierrors.APIStatus
+	if errors.As(err, &se) {
+		return err
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return apierrors.NewInternalError(err)
+	}
 	msg := st.Message()
-	var e *apiError
 	switch st.Code() {
 	case codes.NotFound:
-		e = newErr(404, metav1.StatusReasonNotFound, msg)
-	case codes.InvalidArgument:
-		e = newErr(422, metav1.StatusReasonInvalid, msg)
-	case codes.FailedPrecondition, codes.Aborted, codes.AlreadyExists:
-		e = newErr(409, metav1.StatusReasonConflict, msg)
-	case codes.PermissionDenied:
-		e = newErr(403, metav1.StatusReasonForbidden, msg)
-	case codes.Unauthenticated:
-		e = newErr(401, metav1.StatusReasonUnauthorized, msg)
-	case codes.ResourceExhausted:
-		e = newErr(429, metav1.StatusReasonTooManyRequests, msg)
+		return apierrors.NewNotFound(gr, name)
 	case codes.OutOfRange:
-		e = newErr(410, metav1.StatusReasonExpired, msg)
+		// A watch from a version the cache no longer holds: "410 Gone".
+		return apierrors.NewResourceExpired(msg)
+	case codes.InvalidArgument:
+		return apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: kind}, name, fieldErrors(msg))
+	case codes.AlreadyExists:
+		return apierrors.NewAlreadyExists(gr, name)
+	case codes.FailedPrecondition, codes.Aborted:
+		return apierrors.NewConflict(gr, name, errors.New(msg))
+	case codes.PermissionDenied:
+		return apierrors.NewForbidden(gr, name, errors.New(msg))
+	case codes.Unauthenticated:
+		return apierrors.NewUnauthorized(msg)
+	case codes.ResourceExhausted:
+		return tooManyRequests(st)
 	case codes.Unavailable, codes.DeadlineExceeded:
-		e = newErr(503, metav1.StatusReasonServiceUnavailable, msg)
-	default:
-		e = newErr(500, metav1.StatusReasonInternalError, msg)
+		return apierrors.NewServiceUnavailable(msg)
 	}
-	if name != "" || resource != "" {
-		e.st.Details = &metav1.StatusDetails{Name: name, Kind: resource}
+	return apierrors.NewInternalError(errors.New(msg))
+}
+
+// fieldErrors reads the services' "path: reason" messages (package
+// validation words them so) as one field error.
+func fieldErrors(msg string) field.ErrorList {
+	path, why, ok := strings.Cut(msg, ": ")
+	if !ok || strings.ContainsAny(path, " \"") {
+		return field.ErrorList{field.InternalError(nil, errors.New(msg))}
+	}
+	return field.ErrorList{&field.Error{Type: field.ErrorTypeInvalid, Field: path, BadValue: field.OmitValueType{}, Detail: why}}
+}
+
+// tooManyRequests is an eviction refused by a disruption budget, worded as
+// kube-apiserver's eviction subresource does: its fixed message, the
+// budget's words as a DisruptionBudget cause, and no retry hint (kubectl
+// drain prints the message and retries after its own 5 s).
+func tooManyRequests(st *status.Status) error {
+	msg, cause := st.Message(), ""
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetMetadata()["cause"] != "" {
+			cause = ei.GetMetadata()["cause"]
+		}
+	}
+	msg = strings.TrimSuffix(msg, " "+cause)
+	e := apierrors.NewTooManyRequests(msg, 0)
+	if cause != "" {
+		e.ErrStatus.Details.Causes = append(e.ErrStatus.Details.Causes, metav1.StatusCause{Type: "DisruptionBudget", Message: cause})
 	}
 	return e
-}
-
-func writeErr(w http.ResponseWriter, err error) {
-	var ae *apiError
-	if !errors.As(err, &ae) {
-		ae = newErr(500, metav1.StatusReasonInternalError, err.Error())
-	}
-	if ae.st.Code == http.StatusTooManyRequests {
-		retry := int32(5)
-		if ae.st.Details == nil {
-			ae.st.Details = &metav1.StatusDetails{}
-		}
-		ae.st.Details.RetryAfterSeconds = retry
-		w.Header().Set("Retry-After", strconv.Itoa(int(retry)))
-	}
-	writeJSON(w, int(ae.st.Code), ae.st)
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
 }

@@ -4,10 +4,8 @@
 package kubeapi
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,11 +15,22 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
+	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	"github.com/nodepulse/nodepulse/monitor/internal/api"
+	"github.com/nodepulse/nodepulse/monitor/internal/authz"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/liveness"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/admission"
@@ -33,35 +42,14 @@ import (
 type fakeLive struct {
 	mu   sync.Mutex
 	sent []string
-	// renewed: live renewals by node, never stored.
-	renewed map[string]time.Time
 }
 
-func (f *fakeLive) Node(name string) liveness.Node {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return liveness.Node{RenewTime: f.renewed[name], ObservedAt: f.renewed[name]}
-}
-
-func (f *fakeLive) renew(name string, at time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.renewed == nil {
-		f.renewed = map[string]time.Time{}
-	}
-	f.renewed[name] = at
-}
+func (f *fakeLive) Node(string) liveness.Node { return liveness.Node{} }
 func (f *fakeLive) SendCommand(_ context.Context, name, _ string) (string, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.sent = append(f.sent, name)
 	return "c1", true, nil
-}
-
-func (f *fakeLive) requested() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.sent...)
 }
 
 type follower struct{}
@@ -72,12 +60,11 @@ func (follower) Leader(context.Context) string                 { return "" }
 type env struct {
 	store *memstore.Store
 	cache *cache.Cache
-	live  *fakeLive
 	url   string
 }
 
-// start serves the API over the real gRPC service implementations, a real
-// watch cache and the in-memory store.
+// start serves the API over the real service implementations, a real
+// watch cache and the in-memory store, on a real socket.
 func start(t *testing.T, token string) *env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -85,55 +72,66 @@ func start(t *testing.T, token string) *env {
 	c := cache.New(ms, cache.Config{ProgressInterval: time.Second}, zap.NewNop())
 	done := make(chan struct{})
 	go func() { _ = c.Run(ctx); close(done) }()
-	live := &fakeLive{}
 	b := Backends{
-		Nodes:     api.New(ms, c, follower{}, live, zap.NewNop(), nil),
+		Nodes:     api.New(ms, c, follower{}, &fakeLive{}, zap.NewNop(), nil),
 		Pods:      api.NewPodServer(ms, c, nil, admission.DefaultConfig(), zap.NewNop(), nil),
 		Workloads: api.NewWorkloadServer(ms, c, zap.NewNop(), nil),
 		Budgets:   api.NewBudgetServer(ms, c, zap.NewNop(), nil),
-		Auth:      api.Authorizer{Plaintext: true, OperatorToken: token, Log: zap.NewNop()},
+		Policy:    authz.Policy{Plaintext: true, OperatorToken: token},
 	}
-	srv := New(b, zap.NewNop(), "127.0.0.1")
-	// Lease and event watches compare snapshots; the tests do not wait a
-	// second for each.
-	srv.pollEvery, srv.bookmarkEvery = 10*time.Millisecond, 50*time.Millisecond
+	pollEvery, bookmarkEvery = 10*time.Millisecond, 50*time.Millisecond
+	srv, err := New(b, zap.NewNop(), "127.0.0.1:6443")
+	if err != nil {
+		t.Fatal(err)
+	}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(func() { hs.Close(); cancel(); <-done; _ = ms.Close() })
 	for !c.Synced() {
 		time.Sleep(time.Millisecond)
 	}
-	return &env{store: ms, cache: c, live: live, url: hs.URL}
+	return &env{store: ms, cache: c, url: hs.URL}
 }
 
-func (e *env) put(t *testing.T, name string, labels map[string]string, ready string) {
+func (e *env) put(t *testing.T, name string, labels map[string]string) {
 	t.Helper()
 	meta := &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: name, Labels: labels, CreationTimestamp: nodemodel.Timestamp(time.Now().Add(-time.Hour))},
 		Spec: &nodev1.NodeSpec{}}
-	st := &nodev1.NodeStatus{Conditions: []*nodev1.NodeCondition{{Type: nodemodel.Ready, Status: ready, LastTransitionTime: nodemodel.Timestamp(time.Now())}},
+	st := &nodev1.NodeStatus{Conditions: []*nodev1.NodeCondition{{Type: nodemodel.Ready, Status: nodemodel.True, LastTransitionTime: nodemodel.Timestamp(time.Now())}},
 		NodeInfo: &nodev1.NodeSystemInfo{ReporterVersion: "v9", OsImage: "Debian"}}
 	if _, err := e.store.Apply(context.Background(), nil, nodestore.Put(nodestore.Nodes, name, meta), nodestore.Put(nodestore.Statuses, name, st)); err != nil {
 		t.Fatal(err)
 	}
+	e.sync()
+}
+
+func (e *env) sync() {
 	want := e.store.Revision()
 	for e.cache.Revision() < want {
 		time.Sleep(time.Millisecond)
 	}
 }
 
-const tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+// client is client-go's typed clientset, which asks for protobuf first.
+func (e *env) client(t *testing.T, token string) *kubernetes.Clientset {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: e.url, BearerToken: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
 
-func (e *env) do(t *testing.T, method, path, accept, ctype, body string, hdr ...string) (int, []byte) {
+func (e *env) raw(t *testing.T, method, path, accept, ctype, body string) (*http.Response, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, e.url+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Accept", accept)
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -141,232 +139,261 @@ func (e *env) do(t *testing.T, method, path, accept, ctype, body string, hdr ...
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	return resp, b
 }
 
-func decode[T any](t *testing.T, b []byte) T {
-	t.Helper()
-	var v T
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("decode %T: %v\n%s", v, err, b)
-	}
-	return v
-}
-
-func TestNodeTableAndList(t *testing.T) {
+func TestReadsInProtobufAndTables(t *testing.T) {
 	e := start(t, "")
-	e.put(t, "a", map[string]string{"node-role.kubernetes.io/worker": "", "zone": "x"}, "True")
-	e.put(t, "b", nil, "Unknown")
-	e.put(t, "c", map[string]string{"zone": "y"}, "True")
-
-	code, b := e.do(t, "GET", "/api/v1/nodes?limit=500", tableAccept, "", "")
-	if code != 200 {
-		t.Fatalf("list: %d %s", code, b)
-	}
-	tb := decode[metav1.Table](t, b)
-	if tb.Kind != "Table" || tb.ResourceVersion == "" || len(tb.Rows) != 3 {
-		t.Fatalf("table: kind %q rv %q rows %d", tb.Kind, tb.ResourceVersion, len(tb.Rows))
-	}
-	var cols []string
-	for _, c := range tb.ColumnDefinitions {
-		if c.Priority == 0 {
-			cols = append(cols, c.Name)
-		}
-	}
-	if got := strings.Join(cols, " "); got != "Name Status Roles Age Version" {
-		t.Fatalf("columns %q", got)
-	}
-	if got := fmt.Sprint(tb.Rows[0].Cells[:3], " ", tb.Rows[1].Cells[1], " ", tb.Rows[0].Cells[4]); got != "[a Ready worker] NotReady v9" {
-		t.Fatalf("cells %s", got)
-	}
-
-	// Paging: limit 2 then continue.
-	code, b = e.do(t, "GET", "/api/v1/nodes?limit=2", "application/json", "", "")
-	l := decode[corev1.NodeList](t, b)
-	if code != 200 || len(l.Items) != 2 || l.Continue == "" || l.Kind != "NodeList" {
-		t.Fatalf("page 1: %d items %d continue %q kind %q", code, len(l.Items), l.Continue, l.Kind)
-	}
-	_, b = e.do(t, "GET", "/api/v1/nodes?limit=2&continue="+l.Continue, "application/json", "", "")
-	l2 := decode[corev1.NodeList](t, b)
-	if len(l2.Items) != 1 || l2.Items[0].Name != "c" || l2.Continue != "" {
-		t.Fatalf("page 2: %+v", l2.ListMeta)
-	}
-
-	// Selectors.
-	_, b = e.do(t, "GET", "/api/v1/nodes?labelSelector=zone+in+(x,z)", "application/json", "", "")
-	if l := decode[corev1.NodeList](t, b); len(l.Items) != 1 || l.Items[0].Name != "a" {
-		t.Fatalf("label selector: %d items", len(l.Items))
-	}
-	_, b = e.do(t, "GET", "/api/v1/nodes?fieldSelector=metadata.name%3Dc", "application/json", "", "")
-	if l := decode[corev1.NodeList](t, b); len(l.Items) != 1 || l.Items[0].Name != "c" {
-		t.Fatalf("field selector: %d items", len(l.Items))
-	}
-	code, b = e.do(t, "GET", "/api/v1/nodes?fieldSelector=foo%3Dbar", "application/json", "", "")
-	if st := decode[metav1.Status](t, b); code != 400 || st.Reason != metav1.StatusReasonBadRequest || !strings.Contains(st.Message, `"foo" is not a known field selector`) {
-		t.Fatalf("bad field selector: %d %s", code, b)
-	}
-	code, b = e.do(t, "GET", "/api/v1/nodes/nope", "application/json", "", "")
-	if st := decode[metav1.Status](t, b); code != 404 || st.Reason != metav1.StatusReasonNotFound || st.Message != `nodes "nope" not found` {
-		t.Fatalf("not found: %d %s", code, b)
-	}
-	// Protobuf first, JSON allowed: JSON. Protobuf only: 406.
-	if code, _ := e.do(t, "GET", "/api/v1/nodes/a", "application/vnd.kubernetes.protobuf,application/json", "", ""); code != 200 {
-		t.Fatalf("protobuf with JSON fallback: %d", code)
-	}
-	if code, _ := e.do(t, "GET", "/api/v1/nodes/a", "application/vnd.kubernetes.protobuf", "", ""); code != 406 {
-		t.Fatalf("protobuf only: %d", code)
-	}
-}
-
-func TestNodePatchesAreServiceWrites(t *testing.T) {
-	e := start(t, "s3cret")
-	e.put(t, "a", nil, "True")
-	auth := []string{"Authorization", "Bearer s3cret"}
-
-	// Without the operator token a change is forbidden, as on gRPC.
-	code, b := e.do(t, "PATCH", "/api/v1/nodes/a", "application/json", "application/strategic-merge-patch+json", `{"spec":{"unschedulable":true}}`)
-	if code != 403 {
-		t.Fatalf("unauthenticated patch: %d %s", code, b)
-	}
-	code, b = e.do(t, "PATCH", "/api/v1/nodes/a", "application/json", "application/strategic-merge-patch+json", `{"spec":{"unschedulable":true}}`, auth...)
-	if n := decode[corev1.Node](t, b); code != 200 || !n.Spec.Unschedulable {
-		t.Fatalf("cordon: %d %s", code, b)
-	}
-	code, b = e.do(t, "PATCH", "/api/v1/nodes/a", "application/json", "application/strategic-merge-patch+json",
-		`{"spec":{"taints":[{"key":"k","value":"v","effect":"NoSchedule"}]}}`, auth...)
-	if code != 200 {
-		t.Fatalf("taint: %d %s", code, b)
-	}
-	code, b = e.do(t, "PATCH", "/api/v1/nodes/a", "application/json", "application/merge-patch+json",
-		`{"metadata":{"labels":{"team":"a"},"annotations":{"note":"x","kubelet.kubernetes.io/force-status-update":"1"}}}`, auth...)
-	if code != 200 {
-		t.Fatalf("label: %d %s", code, b)
-	}
-	// The writes are in the store's node record, as a gRPC cordon, taint
-	// and metadata change would leave them.
-	o, err := e.store.Get(context.Background(), nodestore.Nodes, "a")
+	e.put(t, "a", map[string]string{"node-role.kubernetes.io/control-plane": ""})
+	e.put(t, "b", nil)
+	ctx := context.Background()
+	cs := e.client(t, "")
+	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := o.Value.(*nodev1.Node)
-	if !n.GetSpec().GetUnschedulable() || len(n.GetSpec().GetTaints()) != 1 || n.GetMetadata().GetLabels()["team"] != "a" || n.GetMetadata().GetAnnotations()["note"] != "x" {
-		t.Fatalf("stored node: %v", n)
+	if len(list.Items) != 1 || list.Items[0].Name != "a" || list.Continue == "" || list.ResourceVersion == "" {
+		t.Fatalf("first page: %d items, continue %q, rv %q", len(list.Items), list.Continue, list.ResourceVersion)
 	}
-	if got := e.live.requested(); len(got) != 1 || got[0] != "a" {
-		t.Fatalf("force-status-update: status requests %v", got)
+	next, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1, Continue: list.Continue})
+	if err != nil || len(next.Items) != 1 || next.Items[0].Name != "b" {
+		t.Fatalf("second page: %v %v", next, err)
 	}
-	// Status belongs to the reporter: refused.
-	code, b = e.do(t, "PATCH", "/api/v1/nodes/a", "application/json", "application/merge-patch+json", `{"status":{"nodeInfo":{"osImage":"x"}}}`, auth...)
-	if code != 422 {
-		t.Fatalf("status patch: %d %s", code, b)
+	if _, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: "foo=bar"}); !apierrors.IsBadRequest(err) {
+		t.Fatalf("unknown field selector: %v, want 400", err)
 	}
-	// A stale resourceVersion in the patch conflicts.
-	code, b = e.do(t, "PATCH", "/api/v1/nodes/a", "application/json", "application/merge-patch+json", `{"metadata":{"resourceVersion":"1","labels":{"x":"y"}}}`, auth...)
-	if code != 409 {
-		t.Fatalf("stale patch: %d %s", code, b)
+	resp, body := e.raw(t, "GET", "/api/v1/nodes", "application/vnd.kubernetes.protobuf", "", "")
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "application/vnd.kubernetes.protobuf" {
+		t.Fatalf("protobuf list: %d %q", resp.StatusCode, ct)
 	}
-	// A controller-managed taint cannot be set by hand (the gRPC rule).
-	code, b = e.do(t, "PATCH", "/api/v1/nodes/a", "application/json", "application/strategic-merge-patch+json",
-		`{"spec":{"taints":[{"key":"node.kubernetes.io/unreachable","effect":"NoExecute"}]}}`, auth...)
-	if code != 422 {
-		t.Fatalf("controller taint: %d %s", code, b)
+	_, body = e.raw(t, "GET", "/api/v1/nodes", "application/json;as=Table;v=v1;g=meta.k8s.io", "", "")
+	var tb metav1.Table
+	if err := json.Unmarshal(body, &tb); err != nil || len(tb.Rows) != 2 {
+		t.Fatalf("table: %v %s", err, body)
+	}
+	if tb.Rows[0].Cells[1] != "Ready" || tb.Rows[0].Cells[2] != "control-plane" || tb.ResourceVersion == "" {
+		t.Fatalf("row a: %v (rv %q)", tb.Rows[0].Cells, tb.ResourceVersion)
+	}
+	if len(tb.ColumnDefinitions) != 10 || tb.ColumnDefinitions[5].Priority != 1 {
+		t.Fatalf("columns: %+v", tb.ColumnDefinitions)
 	}
 }
 
-func TestWatchNodes(t *testing.T) {
+func TestTaintsKeepTheirOrderThroughEveryPatchType(t *testing.T) {
 	e := start(t, "")
-	e.put(t, "a", nil, "True")
-	_, b := e.do(t, "GET", "/api/v1/nodes", "application/json", "", "")
-	rv := decode[corev1.NodeList](t, b).ResourceVersion
+	e.put(t, "a", nil)
+	ctx := context.Background()
+	nodes := e.client(t, "").CoreV1().Nodes()
+	patches := []struct {
+		typ  types.PatchType
+		body string
+	}{
+		{types.StrategicMergePatchType, `{"spec":{"taints":[{"key":"first","effect":"NoSchedule"}]}}`},
+		// kubectl taint: the new one first, then the old ones.
+		{types.StrategicMergePatchType, `{"spec":{"taints":[{"key":"second","value":"v","effect":"NoSchedule"},{"key":"first","effect":"NoSchedule"}]}}`},
+		{types.MergePatchType, `{"metadata":{"labels":{"team":"blue"}}}`},
+		{types.JSONPatchType, `[{"op":"add","path":"/metadata/annotations","value":{"note":"hi"}}]`},
+	}
+	for _, p := range patches {
+		if _, err := nodes.Patch(ctx, "a", p.typ, []byte(p.body), metav1.PatchOptions{FieldManager: "test"}); err != nil {
+			t.Fatalf("%s %s: %v", p.typ, p.body, err)
+		}
+	}
+	apply := `{"apiVersion":"v1","kind":"Node","metadata":{"name":"a","labels":{"applied":"yes"}}}`
+	if _, err := nodes.Patch(ctx, "a", types.ApplyPatchType, []byte(apply), metav1.PatchOptions{FieldManager: "test-apply"}); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	n, err := nodes.Get(ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(n.Spec.Taints) != 2 || n.Spec.Taints[0].Key != "second" || n.Spec.Taints[1].Key != "first" {
+		t.Fatalf("taints %+v, want second then first", n.Spec.Taints)
+	}
+	if n.Labels["team"] != "blue" || n.Labels["applied"] != "yes" || n.Annotations["note"] != "hi" {
+		t.Fatalf("metadata: %v %v", n.Labels, n.Annotations)
+	}
+	// What an operator may not change is refused with the field, and
+	// nothing stored changes.
+	_, err = nodes.Patch(ctx, "a", types.MergePatchType, []byte(`{"spec":{"podCIDR":"10.0.0.0/24"},"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec: Forbidden") {
+		t.Fatalf("spec change: %v, want 422 naming spec", err)
+	}
+	if n2, _ := nodes.Get(ctx, "a", metav1.GetOptions{}); n2.Labels["x"] != "" {
+		t.Fatal("a refused patch changed the labels")
+	}
+	_, err = nodes.Patch(ctx, "a", types.MergePatchType, []byte(`{"metadata":{"resourceVersion":"1"}}`), metav1.PatchOptions{})
+	if !apierrors.IsConflict(err) {
+		t.Fatalf("stale resourceVersion: %v, want 409", err)
+	}
+	_, err = nodes.Patch(ctx, "a", types.StrategicMergePatchType, []byte(`{"spec":{"taints":[{"key":"node.kubernetes.io/unreachable","effect":"NoExecute"}]}}`), metav1.PatchOptions{})
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("a lifecycle taint by hand: %v, want 422", err)
+	}
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+func TestStrictFieldValidationAndBodyLimits(t *testing.T) {
+	e := start(t, "")
+	e.put(t, "a", nil)
+	resp, body := e.raw(t, "PATCH", "/api/v1/nodes/a?fieldValidation=Strict", "application/json", "application/merge-patch+json", `{"spec":{"bogus":1}}`)
+	// The generic patch handler's own answer (kube-apiserver's): 422
+	// naming the unknown field.
+	if resp.StatusCode != 422 || !strings.Contains(string(body), `unknown field \"spec.bogus\"`) {
+		t.Fatalf("strict: %d %s", resp.StatusCode, body)
+	}
+	resp, body = e.raw(t, "PATCH", "/api/v1/nodes/a?fieldValidation=Warn", "application/json", "application/merge-patch+json", `{"spec":{"bogus":1}}`)
+	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Warning"), "unknown field") {
+		t.Fatalf("warn: %d %q %s", resp.StatusCode, resp.Header.Get("Warning"), body)
+	}
+	big := `{"metadata":{"annotations":{"x":"` + strings.Repeat("a", 3<<20) + `"}}}`
+	resp, _ = e.raw(t, "PATCH", "/api/v1/nodes/a", "application/json", "application/merge-patch+json", big)
+	if resp.StatusCode != 413 {
+		t.Fatalf("3 MiB body: %d, want 413", resp.StatusCode)
+	}
+	resp, _ = e.raw(t, "POST", "/api/v1/namespaces/default/pods", "application/json", "application/json", `{"apiVersion":"v1","kind":"Node","metadata":{"name":"x"}}`)
+	if resp.StatusCode != 400 {
+		t.Fatalf("a Node posted to pods: %d, want 400", resp.StatusCode)
+	}
+}
+
+func TestPodsCreateDeleteAndEvictionRefusal(t *testing.T) {
+	e := start(t, "")
+	e.put(t, "a", nil)
+	ctx := context.Background()
+	cs := e.client(t, "")
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q", Labels: map[string]string{"app": "other"}}, Spec: corev1.PodSpec{NodeName: "a"}}
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create (protobuf body): %v", err)
+	}
+	// A running pod the budget covers, as its node reported it.
+	running := &podv1.Pod{Metadata: &nodev1.ObjectMeta{Name: "p", Namespace: "default", Uid: "u-p", Labels: map[string]string{"app": "web"}, CreationTimestamp: nodemodel.Timestamp(time.Now())},
+		Spec: &podv1.PodSpec{NodeName: "a"}, Status: &podv1.PodStatus{Phase: "Running"}}
+	if _, err := e.store.Apply(ctx, nil, nodestore.Put(nodestore.Pods, "default/p", running)); err != nil {
+		t.Fatal(err)
+	}
+	one := int32(1)
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "web-pdb"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: nil, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
+	pdb.Spec.MinAvailable = intOrStr(one)
+	if _, err := cs.PolicyV1().PodDisruptionBudgets("default").Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create budget: %v", err)
+	}
+	e.sync()
+	resp, body := e.raw(t, "POST", "/api/v1/namespaces/default/pods/p/eviction", "application/json", "application/json",
+		`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"p","namespace":"default"}}`)
+	var st metav1.Status
+	_ = json.Unmarshal(body, &st)
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "" || st.Message != "Cannot evict pod as it would violate the pod's disruption budget." {
+		t.Fatalf("eviction: %d Retry-After %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	if st.Details == nil || len(st.Details.Causes) != 1 || st.Details.Causes[0].Type != "DisruptionBudget" || !strings.Contains(st.Details.Causes[0].Message, "web-pdb") || st.Details.RetryAfterSeconds != 0 {
+		t.Fatalf("eviction details: %+v", st.Details)
+	}
+	zero := int64(0)
+	if err := cs.CoreV1().Pods("default").Delete(ctx, "p", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatalf("delete (protobuf DeleteOptions): %v", err)
+	}
+	e.sync()
+	if _, err := cs.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("after delete: %v", err)
+	}
+	if _, ok := e.cache.Pod("default", "p"); ok {
+		t.Fatal("pod still cached")
+	}
+}
+
+func TestDeleteNode(t *testing.T) {
+	e := start(t, "")
+	e.put(t, "a", nil)
+	ctx := context.Background()
+	nodes := e.client(t, "").CoreV1().Nodes()
+	bad := types.UID("nope")
+	if err := nodes.Delete(ctx, "a", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &bad}}); !apierrors.IsConflict(err) {
+		t.Fatalf("uid precondition: %v, want 409", err)
+	}
+	if err := nodes.Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.sync()
+	if _, err := nodes.Get(ctx, "a", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("after delete: %v", err)
+	}
+}
+
+func TestAuthorizationAndSelfReviews(t *testing.T) {
+	e := start(t, "s3cret")
+	e.put(t, "a", nil)
+	ctx := context.Background()
+	anon, op := e.client(t, ""), e.client(t, "s3cret")
+	if _, err := anon.CoreV1().Nodes().Get(ctx, "a", metav1.GetOptions{}); err != nil {
+		t.Fatalf("anonymous read on a plaintext server: %v", err)
+	}
+	_, err := anon.CoreV1().Nodes().Patch(ctx, "a", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `User "system:anonymous" cannot patch resource "nodes"`) {
+		t.Fatalf("anonymous patch: %v, want 403 naming the user", err)
+	}
+	if _, err := op.CoreV1().Nodes().Patch(ctx, "a", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("operator patch: %v", err)
+	}
+	can := func(cs *kubernetes.Clientset, verb string) bool {
+		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Resource: "nodes"}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Status.Allowed
+	}
+	if !can(anon, "list") || can(anon, "delete") || !can(op, "delete") {
+		t.Fatal("can-i answers differ from the policy")
+	}
+	who, err := op.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil || who.Status.UserInfo.Username != authz.TokenOperator {
+		t.Fatalf("whoami: %+v %v", who, err)
+	}
+	rules, err := anon.AuthorizationV1().SelfSubjectRulesReviews().Create(ctx, &authorizationv1.SelfSubjectRulesReview{Spec: authorizationv1.SelfSubjectRulesReviewSpec{Namespace: "default"}}, metav1.CreateOptions{})
+	if err != nil || len(rules.Status.ResourceRules) != 3 || strings.Join(rules.Status.ResourceRules[2].Verbs, ",") != "get,list,watch" {
+		t.Fatalf("rules: %+v %v", rules, err)
+	}
+}
+
+func TestWatchStreamingListAndChanges(t *testing.T) {
+	e := start(t, "")
+	e.put(t, "a", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	events := func(q string) *bufio.Scanner {
-		req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/api/v1/nodes?watch=true&"+q, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+	yes := true
+	w, err := e.client(t, "").CoreV1().Nodes().Watch(ctx, metav1.ListOptions{SendInitialEvents: &yes, AllowWatchBookmarks: true,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	next := func() watch.Event {
+		select {
+		case ev := <-w.ResultChan():
+			return ev
+		case <-ctx.Done():
+			t.Fatal("no event")
 		}
-		t.Cleanup(func() { resp.Body.Close() })
-		return bufio.NewScanner(resp.Body)
+		return watch.Event{}
 	}
-	type ev struct {
-		Type   string
-		Object corev1.Node
+	if ev := next(); ev.Type != watch.Added || ev.Object.(*corev1.Node).Name != "a" {
+		t.Fatalf("first event %v", ev.Type)
 	}
-	next := func(sc *bufio.Scanner) ev {
-		t.Helper()
-		if !sc.Scan() {
-			t.Fatalf("watch ended: %v", sc.Err())
+	if ev := next(); ev.Type != watch.Bookmark || ev.Object.(*corev1.Node).Annotations[metav1.InitialEventsAnnotationKey] != "true" {
+		t.Fatalf("second event %v, want the initial-events-end bookmark", ev.Type)
+	}
+	e.put(t, "b", nil)
+	for {
+		ev := next()
+		if ev.Type == watch.Bookmark {
+			continue
 		}
-		return decode[ev](t, sc.Bytes())
-	}
-	resumed := events("resourceVersion=" + rv)
-	initial := events("sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true")
-	if got := next(initial); got.Type != "ADDED" || got.Object.Name != "a" {
-		t.Fatalf("initial event %+v", got)
-	}
-	if got := next(initial); got.Type != "BOOKMARK" || got.Object.Annotations[metav1.InitialEventsAnnotationKey] != "true" {
-		t.Fatalf("initial-events-end bookmark %+v", got)
-	}
-	e.put(t, "b", nil, "False")
-	for _, sc := range []*bufio.Scanner{resumed, initial} {
-		if got := next(sc); got.Type != "ADDED" || got.Object.Name != "b" || got.Object.ResourceVersion == "" {
-			t.Fatalf("event after the list: %+v", got)
+		if ev.Type != watch.Added || ev.Object.(*corev1.Node).Name != "b" {
+			t.Fatalf("change: %v", ev.Type)
 		}
-	}
-	code, b := e.do(t, "GET", "/api/v1/nodes?watch=1&sendInitialEvents=true", "application/json", "", "")
-	if code != 422 {
-		t.Fatalf("sendInitialEvents without resourceVersionMatch: %d %s", code, b)
+		return
 	}
 }
 
-// TestNodePatchAllOrNothing: a patch one part of which is refused changes
-// nothing (it is one compare-and-swap, every part checked first), and one
-// that is accepted is one write however many parts it has.
-func TestNodePatchAllOrNothing(t *testing.T) {
-	e := start(t, "")
-	e.put(t, "a", nil, "True")
-	stored := func() (*nodev1.Node, int64) {
-		o, err := e.store.Get(context.Background(), nodestore.Nodes, "a")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o.Value.(*nodev1.Node), o.ModRevision
-	}
-	_, rev0 := stored()
-	for _, bad := range []struct{ ctype, body string }{
-		// Cordon and label with a controller-managed taint.
-		{"application/strategic-merge-patch+json", `{"metadata":{"labels":{"team":"a"}},"spec":{"unschedulable":true,"taints":[{"key":"k","effect":"NoSchedule"},{"key":"node.kubernetes.io/unreachable","effect":"NoExecute"}]}}`},
-		// Cordon and taint with an invalid label.
-		{"application/merge-patch+json", `{"metadata":{"labels":{"bad key!":"x"}},"spec":{"unschedulable":true,"taints":[{"key":"k","effect":"NoSchedule"}]}}`},
-		// Cordon with a taint of an unknown effect.
-		{"application/json-patch+json", `[{"op":"add","path":"/spec/unschedulable","value":true},{"op":"add","path":"/spec/taints","value":[{"key":"k","effect":"Sometimes"}]}]`},
-	} {
-		code, b := e.do(t, "PATCH", "/api/v1/nodes/a", "application/json", bad.ctype, bad.body)
-		if code != 422 {
-			t.Fatalf("patch %s: %d %s", bad.body, code, b)
-		}
-		if n, rev := stored(); rev != rev0 || n.GetSpec().GetUnschedulable() || len(n.GetSpec().GetTaints()) != 0 || len(n.GetMetadata().GetLabels()) != 0 {
-			t.Fatalf("refused patch %s changed the node (revision %d → %d): %v", bad.body, rev0, rev, n)
-		}
-	}
-	code, b := e.do(t, "PATCH", "/api/v1/nodes/a", "application/json", "application/strategic-merge-patch+json",
-		`{"metadata":{"labels":{"team":"a"},"annotations":{"note":"x"}},"spec":{"unschedulable":true,"taints":[{"key":"k","value":"v","effect":"NoExecute"}]}}`)
-	if code != 200 {
-		t.Fatalf("patch: %d %s", code, b)
-	}
-	n, rev := stored()
-	if !n.GetSpec().GetUnschedulable() || len(n.GetSpec().GetTaints()) != 1 || n.GetSpec().GetTaints()[0].GetTimeAdded() == nil ||
-		n.GetMetadata().GetLabels()["team"] != "a" || n.GetMetadata().GetAnnotations()["note"] != "x" {
-		t.Fatalf("stored node: %v", n)
-	}
-	if rev != e.store.Revision() || rev != rev0+1 {
-		t.Fatalf("the patch took %d writes (revision %d → %d)", rev-rev0, rev0, rev)
-	}
-	// Uncordon and remove the taint together.
-	code, b = e.do(t, "PATCH", "/api/v1/nodes/a", "application/json", "application/merge-patch+json", `{"spec":{"unschedulable":null,"taints":null}}`)
-	if n, _ := stored(); code != 200 || n.GetSpec().GetUnschedulable() || len(n.GetSpec().GetTaints()) != 0 {
-		t.Fatalf("uncordon and untaint: %d %s; stored %v", code, b, n)
-	}
-}
+func intOrStr(v int32) *intstr.IntOrString { x := intstr.FromInt32(v); return &x }

@@ -1,188 +1,191 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright The nodepulse Authors
 
-// Package kubeapi serves a Kubernetes-compatible HTTP API (core/v1 nodes,
-// pods, events, namespaces; coordination.k8s.io/v1 leases; apps/v1 and
-// policy/v1 reads) that an unmodified kubectl or client-go uses. It is a
-// second front door to the monitor's gRPC services, not a second
-// implementation: every read and write calls the same NodeService,
-// PodService, WorkloadService and DisruptionBudgetService methods in
-// process, with the caller's identity, so validation, authorisation, the
-// compare-and-swap writes and the eviction budget logic are the gRPC API's.
-// It converts nodepulse's records to the k8s.io/api types on the way out
-// (package convert) and patches back into service calls on the way in.
+// Package kubeapi serves the Kubernetes API that an unmodified kubectl or
+// client-go uses (core/v1 nodes, pods, events, namespaces, services;
+// coordination.k8s.io/v1 leases; apps/v1 owners; policy/v1 budgets and
+// evictions; the authorization and authentication self reviews) on
+// k8s.io/apiserver's generic server, as metrics-server and other
+// aggregated API servers do. The library brings routing, discovery
+// (aggregated and legacy), content negotiation (JSON, YAML, protobuf),
+// tables, watch framing, the four patch types on top of Get and Update,
+// dry-run, field validation, OpenAPI v2 and v3, and metav1.Status errors.
+// The storages here (rest.Storage implementations) hold no data: each
+// calls the monitor's services in process (the same calls the gRPC door
+// makes), so validation, the compare-and-swap writes and the eviction
+// budgets are the same through either door, and authorization is decided
+// once by package authz.
 package kubeapi
 
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
+	goruntime "runtime"
 	"time"
 
+	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	apimachineryversion "k8s.io/apimachinery/pkg/version"
+	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/component-base/compatibility"
+	"k8s.io/klog/v2"
 
-	appsv1 "github.com/nodepulse/nodepulse/gen/nodepulse/apps/v1"
+	npappsv1 "github.com/nodepulse/nodepulse/gen/nodepulse/apps/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
-	policyv1 "github.com/nodepulse/nodepulse/gen/nodepulse/policy/v1"
+	nppolicyv1 "github.com/nodepulse/nodepulse/gen/nodepulse/policy/v1"
+	"github.com/nodepulse/nodepulse/gen/openapi"
 	"github.com/nodepulse/nodepulse/monitor/internal/api"
+	"github.com/nodepulse/nodepulse/monitor/internal/authz"
+	"github.com/nodepulse/nodepulse/services/version"
 )
 
+// KubernetesVersion is the API level served (the k8s.io modules'
+// release), what `kubectl version` shows as the server's version, with
+// nodepulse's own version as its build metadata.
+const KubernetesVersion = "1.37.2"
+
 // Backends are the services behind the API (the gRPC servers' own
-// implementations) and the authorizer of the gRPC API.
+// implementations, called in process) and the authorization policy.
 type Backends struct {
 	Nodes     *api.Server
 	Pods      podv1.PodServiceServer
-	Workloads appsv1.WorkloadServiceServer
-	Budgets   policyv1.DisruptionBudgetServiceServer
-	Auth      api.Authorizer
+	Workloads npappsv1.WorkloadServiceServer
+	Budgets   nppolicyv1.DisruptionBudgetServiceServer
+	Policy    authz.Policy
+	// now is the clock of table ages (time.Now when nil).
+	now func() time.Time
 }
 
 // Server is the HTTP handler of the API.
 type Server struct {
-	b    Backends
-	lg   *zap.Logger
-	now  func() time.Time
-	addr string
-	// maxWatch bounds a watch without timeoutSeconds (kube-apiserver closes
-	// after 30 to 60 minutes; clients watch again).
-	maxWatch time.Duration
-	// bookmarkEvery spaces the bookmarks of a watch that asked for them.
-	bookmarkEvery time.Duration
-	// pollEvery spaces the snapshots a lease or event watch compares.
-	pollEvery time.Duration
+	handler http.Handler
+	lg      *zap.Logger
 }
 
-// New returns the handler; addr is what /api advertises.
-func New(b Backends, lg *zap.Logger, addr string) *Server {
-	return &Server{b: b, lg: lg, now: time.Now, addr: addr, maxWatch: 30 * time.Minute, bookmarkEvery: time.Minute, pollEvery: time.Second}
-}
-
-// ServeHTTP routes a request.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ctx := callerContext(r)
-	r = r.WithContext(ctx)
-	path := strings.TrimSuffix(r.URL.Path, "/")
-	if r.Method == http.MethodGet && s.discovery(w, path) {
-		return
+// New builds the API; addr is the address it advertises (discovery, cluster-info).
+func New(b Backends, lg *zap.Logger, addr string) (*Server, error) {
+	if b.now == nil {
+		b.now = time.Now
 	}
-	if path == "/healthz" || path == "/livez" || path == "/readyz" {
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = w.Write([]byte("ok"))
-		return
-	}
-	req, err := parsePath(path)
+	// k8s.io/apiserver logs through klog: into the monitor's log.
+	klog.SetLogger(zapr.NewLogger(lg.Named("apiserver")))
+	c, err := newCodecs()
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	res, ok := s.resources()[req.gv+"/"+req.resource]
-	if !ok {
-		writeErr(w, newErr(404, "NotFound", fmt.Sprintf("the server could not find the requested resource (%s %s)", r.Method, r.URL.Path)))
-		return
+	cfg := genericapiserver.NewConfig(c.codecs)
+	cfg.ExternalAddress = addr
+	// Required by the generic server; nothing here calls itself through it.
+	cfg.LoopbackClientConfig = &restclient.Config{Host: addr}
+	cfg.EffectiveVersion = compatibility.NewEffectiveVersionFromString(KubernetesVersion, "", "")
+	cfg.Authentication.Authenticator = authn{policy: b.Policy}
+	cfg.Authorization.Authorizer = b.Policy
+	cfg.RuleResolver = b.Policy
+	// The monitor's own /metrics (admin port) is its metrics endpoint;
+	// profiling is there too.
+	cfg.EnableMetrics, cfg.EnableProfiling = false, false
+	namer := openapinamer.NewDefinitionNamer(c.scheme)
+	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIConfig.Info.Title, cfg.OpenAPIConfig.Info.Version = "nodepulse", KubernetesVersion
+	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIV3Config.Info.Title, cfg.OpenAPIV3Config.Info.Version = "nodepulse", KubernetesVersion
+	gs, err := cfg.Complete(nil).New("nodepulse-kube-api", genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, fmt.Errorf("kube API: %w", err)
 	}
-	if !res.namespaced && req.namespace != "" {
-		writeErr(w, newErr(404, "NotFound", "the server could not find the requested resource"))
-		return
+	if err := install(gs, c, b, lg); err != nil {
+		return nil, fmt.Errorf("kube API: %w", err)
 	}
-	if err := s.authorize(ctx, r.Method, req); err != nil {
-		writeErr(w, err)
-		return
-	}
-	if err := s.serve(w, r, res, req); err != nil {
-		writeErr(w, err)
-	}
+	prepared := gs.PrepareRun()
+	gs.RunPostStartHooks(context.Background())
+	_ = prepared
+	mux := http.NewServeMux()
+	mux.Handle("/", gs.Handler)
+	// The generic server's /version is the k8s.io/component-base build
+	// stamp, unset outside Kubernetes' own builds.
+	mux.HandleFunc("GET /version", serveVersion)
+	return &Server{handler: mux, lg: lg}, nil
 }
 
-// callerContext gives the request the identity a gRPC call would have: the
-// verified client certificate as the gRPC peer's TLS info, and the
-// Authorization header as gRPC metadata (the operator bearer token).
-func callerContext(r *http.Request) context.Context {
-	ctx := r.Context()
-	p := &peer.Peer{Addr: remoteAddr(r.RemoteAddr)}
-	if r.TLS != nil {
-		p.AuthInfo = credentials.TLSInfo{State: *r.TLS}
-	}
-	ctx = peer.NewContext(ctx, p)
-	if a := r.Header.Get("Authorization"); a != "" {
-		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", a))
-	}
-	return ctx
+func serveVersion(w http.ResponseWriter, _ *http.Request) {
+	v := apimachineryversion.Info{Major: "1", Minor: "37", GitVersion: "v" + KubernetesVersion + "+nodepulse." + semverMeta(version.String()),
+		GitCommit: version.String(), GoVersion: goruntime.Version(), Compiler: goruntime.Compiler, Platform: goruntime.GOOS + "/" + goruntime.GOARCH}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
 }
 
-type addrString string
-
-func (a addrString) Network() string { return "tcp" }
-func (a addrString) String() string  { return string(a) }
-
-func remoteAddr(s string) net.Addr { return addrString(s) }
-
-// authorize asks the gRPC API's authorizer as if the equivalent gRPC method
-// were called: reads are NodeService reads, changes are the changes.
-func (s *Server) authorize(ctx context.Context, method string, req request) error {
-	m := "/nodepulse.node.v1.NodeService/GetNode"
-	if method != http.MethodGet {
-		m = "/nodepulse.node.v1.NodeService/CordonNode"
-	}
-	if err := s.b.Auth.Authorize(ctx, m); err != nil {
-		return fromGRPC(req.resource, req.name, err)
-	}
-	return nil
-}
-
-// request is a parsed resource path.
-type request struct {
-	gv, resource, namespace, name, sub string
-	allNamespaces                      bool
-}
-
-// parsePath reads /api/v1/[namespaces/<ns>/]<resource>[/<name>[/<sub>]]
-// and /apis/<group>/<version>/...; a namespace object itself is
-// /api/v1/namespaces/<name>.
-func parsePath(p string) (request, error) {
-	var r request
-	var rest string
-	switch {
-	case strings.HasPrefix(p, "/api/v1/"):
-		r.gv, rest = "v1", strings.TrimPrefix(p, "/api/v1/")
-	case strings.HasPrefix(p, "/apis/"):
-		parts := strings.SplitN(strings.TrimPrefix(p, "/apis/"), "/", 3)
-		if len(parts) < 3 {
-			return r, newErr(404, "NotFound", "the server could not find the requested resource")
+// semverMeta keeps what semver allows in build metadata.
+func semverMeta(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '.') {
+			b[i] = '-'
 		}
-		r.gv, rest = parts[0]+"/"+parts[1], parts[2]
-	default:
-		return r, newErr(404, "NotFound", "the server could not find the requested resource")
 	}
-	seg := strings.Split(rest, "/")
-	if seg[0] == "namespaces" && len(seg) >= 3 {
-		r.namespace, seg = seg[1], seg[2:]
-	} else if seg[0] != "namespaces" {
-		r.allNamespaces = true
-	}
-	r.resource = seg[0]
-	if len(seg) > 1 {
-		r.name = seg[1]
-	}
-	if len(seg) > 2 {
-		r.sub = seg[2]
-	}
-	if len(seg) > 3 {
-		return r, newErr(404, "NotFound", "the server could not find the requested resource")
-	}
-	if r.resource == "namespaces" {
-		r.allNamespaces = false
-	}
-	return r, nil
+	return string(b)
 }
 
-// Serve runs the API on ln until ctx ends (tlsCfg nil: plaintext).
+// install registers every storage with its group.
+func install(gs *genericapiserver.GenericAPIServer, c codecs, b Backends, lg *zap.Logger) error {
+	group := func(name string) genericapiserver.APIGroupInfo {
+		return genericapiserver.NewDefaultAPIGroupInfo(name, c.scheme, c.params, c.codecs)
+	}
+	n := newNodes(b, lg)
+	p := newPods(b)
+	core := group(corev1.GroupName)
+	core.VersionedResourcesStorageMap["v1"] = map[string]rest.Storage{
+		"nodes": n, "nodes/status": &nodeStatus{n: n},
+		"pods": p, "pods/status": &podStatus{p: p}, "pods/eviction": &eviction{svc: b.Pods},
+		"events":     newEvents(b, n),
+		"namespaces": newNamespaces(b, p),
+		"services":   newServices(b, n),
+	}
+	if err := gs.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, &core); err != nil {
+		return err
+	}
+	coord := group(coordinationv1.GroupName)
+	coord.VersionedResourcesStorageMap["v1"] = map[string]rest.Storage{"leases": newLeases(b, n)}
+	policy := group(policyv1.GroupName)
+	policy.VersionedResourcesStorageMap["v1"] = map[string]rest.Storage{"poddisruptionbudgets": newBudgets(b)}
+	apps := group(appsv1.GroupName)
+	apps.VersionedResourcesStorageMap["v1"] = map[string]rest.Storage{
+		"daemonsets":   newWorkloads(b, c.scheme, npappsv1.WorkloadKind_WORKLOAD_KIND_DAEMON_SET, "DaemonSet", "daemonsets", []string{"ds"}),
+		"replicasets":  newWorkloads(b, c.scheme, npappsv1.WorkloadKind_WORKLOAD_KIND_REPLICA_SET, "ReplicaSet", "replicasets", []string{"rs"}),
+		"statefulsets": newWorkloads(b, c.scheme, npappsv1.WorkloadKind_WORKLOAD_KIND_STATEFUL_SET, "StatefulSet", "statefulsets", []string{"sts"}),
+	}
+	authzGroup := group(authorizationv1.GroupName)
+	authzGroup.VersionedResourcesStorageMap["v1"] = map[string]rest.Storage{
+		"selfsubjectaccessreviews": &accessReview{review: review{kind: "SelfSubjectAccessReview", newObj: func() runtime.Object { return &authorizationv1.SelfSubjectAccessReview{} }}, policy: b.Policy},
+		"selfsubjectrulesreviews":  &rulesReview{review: review{kind: "SelfSubjectRulesReview", newObj: func() runtime.Object { return &authorizationv1.SelfSubjectRulesReview{} }}, policy: b.Policy},
+	}
+	authnGroup := group(authenticationv1.GroupName)
+	authnGroup.VersionedResourcesStorageMap["v1"] = map[string]rest.Storage{
+		"selfsubjectreviews": &selfReview{review: review{kind: "SelfSubjectReview", newObj: func() runtime.Object { return &authenticationv1.SelfSubjectReview{} }}},
+	}
+	return gs.InstallAPIGroups(&coord, &policy, &apps, &authzGroup, &authnGroup)
+}
+
+// ServeHTTP serves a request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Serve runs the API on ln until ctx ends (tlsCfg nil: plaintext). The
+// listener is nodepulse's own (certificate reloading, plaintext for
+// development), so the generic server's secure serving is not used.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsCfg *tls.Config) error {
 	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
@@ -207,17 +210,3 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsCfg *tls.Config)
 	}
 	return nil
 }
-
-func splitGV(gv string) (string, string) {
-	g, v, ok := strings.Cut(gv, "/")
-	if !ok {
-		return "", gv
-	}
-	return g, v
-}
-
-func cutPrefix(s, p string) (string, bool) { return strings.CutPrefix(s, p) }
-func cut(s, sep string) (string, string, bool) {
-	return strings.Cut(s, sep)
-}
-func contains(s, sub string) bool { return strings.Contains(s, sub) }

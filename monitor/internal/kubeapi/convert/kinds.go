@@ -4,6 +4,10 @@
 package convert
 
 import (
+	"encoding/json"
+	"fmt"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -178,4 +182,44 @@ func Namespace(name string, created time.Time) *corev1.Namespace {
 // Taint is a Kubernetes taint as nodepulse's.
 func Taint(t corev1.Taint) *nodev1.Taint {
 	return &nodev1.Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)}
+}
+
+// FromKube reads a k8s.io/api object (or its unstructured map) into its
+// nodepulse message: the messages keep Kubernetes' JSON names, so the
+// object's JSON is the message's, less the fields nodepulse does not keep.
+func FromKube(obj any, m proto.Message) error {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, m); err != nil {
+		return fmt.Errorf("%T: %w", obj, err)
+	}
+	return nil
+}
+
+// FromWorkload is an apps/v1 ReplicaSet, StatefulSet or DaemonSet as
+// nodepulse's owner of kind k.
+func FromWorkload(k npappsv1.WorkloadKind, obj any) (*npappsv1.Workload, error) {
+	switch k {
+	case npappsv1.WorkloadKind_WORKLOAD_KIND_REPLICA_SET:
+		m := &npappsv1.ReplicaSet{}
+		if err := FromKube(obj, m); err != nil {
+			return nil, err
+		}
+		return &npappsv1.Workload{Kind: &npappsv1.Workload_ReplicaSet{ReplicaSet: m}}, nil
+	case npappsv1.WorkloadKind_WORKLOAD_KIND_STATEFUL_SET:
+		m := &npappsv1.StatefulSet{}
+		if err := FromKube(obj, m); err != nil {
+			return nil, err
+		}
+		return &npappsv1.Workload{Kind: &npappsv1.Workload_StatefulSet{StatefulSet: m}}, nil
+	case npappsv1.WorkloadKind_WORKLOAD_KIND_DAEMON_SET:
+		m := &npappsv1.DaemonSet{}
+		if err := FromKube(obj, m); err != nil {
+			return nil, err
+		}
+		return &npappsv1.Workload{Kind: &npappsv1.Workload_DaemonSet{DaemonSet: m}}, nil
+	}
+	return nil, fmt.Errorf("unknown workload kind %v", k)
 }
