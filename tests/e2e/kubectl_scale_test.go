@@ -10,10 +10,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
@@ -107,6 +112,34 @@ func TestKubectlGetNodesAtScale(t *testing.T) {
 			t.Fatalf("kubectl printed %d nodes, want %d", lines, n)
 		}
 		t.Logf("run %d: kubectl get nodes (%d rows, chunks of 500): %s; monitor %s", run, lines, time.Since(t2).Round(time.Millisecond), rss())
+	}
+	// client-go's typed client: protobuf, pages of 500, each page timed.
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: fmt.Sprintf("http://127.0.0.1:%d", ports+2), QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run := 1; run <= 3; run++ {
+		var pages []time.Duration
+		total, cont := 0, ""
+		t3 := time.Now()
+		for {
+			tp := time.Now()
+			l, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 500, Continue: cont})
+			if err != nil {
+				t.Fatalf("protobuf list: %v", err)
+			}
+			pages = append(pages, time.Since(tp))
+			total += len(l.Items)
+			if cont = l.Continue; cont == "" {
+				break
+			}
+		}
+		if total != n {
+			t.Fatalf("protobuf list: %d nodes, want %d", total, n)
+		}
+		slices.Sort(pages)
+		t.Logf("run %d: client-go protobuf list (%d pages of 500): %s; page p50 %s, p99 %s, max %s; monitor %s", run, len(pages), time.Since(t3).Round(time.Millisecond),
+			pages[len(pages)/2].Round(time.Microsecond), pages[len(pages)*99/100].Round(time.Microsecond), pages[len(pages)-1].Round(time.Microsecond), rss())
 	}
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", mon.Pid()))
 	for _, l := range strings.Split(string(b), "\n") {

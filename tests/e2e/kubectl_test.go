@@ -151,6 +151,14 @@ func TestKubectl(t *testing.T) {
 		t.Fatalf("cordoned row: %q", f)
 	}
 	contains(must("uncordon", x), "node/"+x+" uncordoned")
+	// kubectl taint sends the whole list, the new taint first; the list
+	// is kept in that order, as upstream keeps it.
+	contains(must("taint", "nodes", x, "first=1:PreferNoSchedule"), "node/"+x+" tainted")
+	contains(must("taint", "nodes", x, "second=2:PreferNoSchedule"), "node/"+x+" tainted")
+	if got := must("get", "node", x, "-o", "jsonpath={.spec.taints[*].key}"); got != "second first" {
+		t.Fatalf("taint order %q, want \"second first\"", got)
+	}
+	must("taint", "nodes", x, "first:PreferNoSchedule-", "second:PreferNoSchedule-")
 	contains(must("taint", "nodes", x, "dedicated=db:NoSchedule"), "node/"+x+" tainted")
 	contains(must("get", "node", x, "-o", "jsonpath={.spec.taints}"), `"key":"dedicated"`, `"value":"db"`)
 	contains(must("taint", "nodes", x, "dedicated:NoSchedule-"), "node/"+x+" untainted")
@@ -160,6 +168,28 @@ func TestKubectl(t *testing.T) {
 	if out, err := run("get", "nodes", "--field-selector", "foo=bar"); err == nil || !strings.Contains(out, "Error from server (BadRequest)") {
 		t.Fatalf("unknown field selector: %v\n%s", err, out)
 	}
+
+	// What the generic API server brings: the version, OpenAPI for
+	// explain, server-side apply, the self reviews, cluster-info.
+	contains(must("version"), "Server Version: v1.37.2+nodepulse.")
+	contains(must("explain", "node.spec.taints"), "FIELD: taints", "DESCRIPTION:")
+	applyFile := filepath.Join(t.TempDir(), "node.yaml")
+	if err := os.WriteFile(applyFile, []byte("apiVersion: v1\nkind: Node\nmetadata:\n  name: "+x+"\n  labels:\n    applied: \"yes\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	contains(must("apply", "--server-side", "-f", applyFile), "node/"+x+" serverside-applied")
+	if got := must("get", "node", x, "-o", "jsonpath={.metadata.labels.applied}"); got != "yes" {
+		t.Fatalf("applied label: %q", got)
+	}
+	contains(must("auth", "whoami"), "system:anonymous")
+	// (kubectl warns on stderr that nodes are cluster-scoped; the answer
+	// is the last line.)
+	if f := strings.Fields(must("auth", "can-i", "delete", "nodes")); len(f) == 0 || f[len(f)-1] != "yes" {
+		got := f
+		t.Fatalf("auth can-i on an open plaintext server: %q", got)
+	}
+	contains(must("auth", "can-i", "--list"), "*.*", "selfsubjectreviews.authentication.k8s.io")
+	contains(must("cluster-info"), "Kubernetes control plane is running at http://127.0.0.1:")
 
 	// -w: the list, then one line per change; the test reads the first
 	// lines and stops it.
@@ -230,6 +260,25 @@ func TestKubectl(t *testing.T) {
 		t.Fatalf("%s still stored after a forced delete", victim)
 	}
 
+	// A budget that allows no disruption: kubectl drain prints upstream's
+	// refusal for each pod, retries every 5 s and gives up at --timeout.
+	pdbFile := filepath.Join(t.TempDir(), "pdb.yaml")
+	if err := os.WriteFile(pdbFile, []byte("apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: web-pdb\n  namespace: e2e\nspec:\n  minAvailable: 3\n  selector:\n    matchLabels:\n      app: web\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	contains(must("create", "-f", pdbFile), "poddisruptionbudget.policy/web-pdb created")
+	began := time.Now()
+	out, err = run("drain", x, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=12s")
+	took := time.Since(began)
+	if err == nil {
+		t.Fatalf("drain against a budget allowing nothing succeeded:\n%s", out)
+	}
+	contains(out, `(will retry after 5s): Cannot evict pod as it would violate the pod's disruption budget.`, `-n "e2e"`)
+	if took > 30*time.Second {
+		t.Fatalf("drain --timeout=12s took %s (client-go retried silently?)", took)
+	}
+	contains(must("delete", "pdb", "-n", "e2e", "web-pdb"), `poddisruptionbudget.policy "web-pdb" deleted`)
+	must("uncordon", x)
 	out = must("drain", x, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=90s")
 	contains(out, "node/"+x+" cordoned", "ignoring DaemonSet-managed Pods", "node/"+x+" drained")
 	for name, p := range o.appPods("web") {
@@ -248,6 +297,10 @@ func TestKubectl(t *testing.T) {
 	}
 	out = must("get", "events", "--field-selector", "involvedObject.name="+x)
 	contains(out, "LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE", "node/"+x)
+
+	// Deleting a node removes it and its records in one transaction (a
+	// live reporter registers it again, as a kubelet does).
+	contains(must("delete", "node", nodes[2]), `node "`+nodes[2]+`" deleted`)
 }
 
 // TestInformerThroughCollectorRestart lists and watches nodes with a

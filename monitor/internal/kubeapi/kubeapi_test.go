@@ -162,11 +162,11 @@ func TestReadsInProtobufAndTables(t *testing.T) {
 	if _, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: "foo=bar"}); !apierrors.IsBadRequest(err) {
 		t.Fatalf("unknown field selector: %v, want 400", err)
 	}
-	resp, body := e.raw(t, "GET", "/api/v1/nodes", "application/vnd.kubernetes.protobuf", "", "")
+	resp, _ := e.raw(t, "GET", "/api/v1/nodes", "application/vnd.kubernetes.protobuf", "", "")
 	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "application/vnd.kubernetes.protobuf" {
 		t.Fatalf("protobuf list: %d %q", resp.StatusCode, ct)
 	}
-	_, body = e.raw(t, "GET", "/api/v1/nodes", "application/json;as=Table;v=v1;g=meta.k8s.io", "", "")
+	_, body := e.raw(t, "GET", "/api/v1/nodes", "application/json;as=Table;v=v1;g=meta.k8s.io", "", "")
 	var tb metav1.Table
 	if err := json.Unmarshal(body, &tb); err != nil || len(tb.Rows) != 2 {
 		t.Fatalf("table: %v %s", err, body)

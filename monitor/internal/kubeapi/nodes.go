@@ -319,10 +319,14 @@ func checkPreconditions(gr schema.GroupResource, name string, cur runtime.Object
 		return err
 	}
 	p := opts.Preconditions
+	// The words are kube-apiserver's (storage.NewPreconditionError).
 	if p.UID != nil && *p.UID != m.GetUID() {
+		//lint:ignore ST1005 upstream's message, capitalised
+
 		return apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, m.GetUID()))
 	}
 	if p.ResourceVersion != nil && *p.ResourceVersion != m.GetResourceVersion() {
+		//lint:ignore ST1005 upstream's message, capitalised
 		return apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, m.GetResourceVersion()))
 	}
 	return nil

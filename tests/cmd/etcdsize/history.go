@@ -15,6 +15,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // revisionKeyLen is the length of a revision key in etcd's "key" bucket:
@@ -66,7 +67,7 @@ func tallyHistory(db *bolt.DB, prefix string) (map[string]*hist, int64, error) {
 		pages = int64(st.LeafAlloc + st.BranchAlloc)
 		return b.ForEach(func(k, v []byte) error {
 			var kv mvccpb.KeyValue
-			if err := kv.Unmarshal(v); err != nil {
+			if err := proto.Unmarshal(v, &kv); err != nil {
 				return fmt.Errorf("revision %x: %w", k, err)
 			}
 			kind := "(other prefixes)" // the bench's baseline writes /registry/...
