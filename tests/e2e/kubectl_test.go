@@ -191,6 +191,19 @@ func TestKubectl(t *testing.T) {
 	contains(must("auth", "can-i", "--list"), "*.*", "selfsubjectreviews.authentication.k8s.io")
 	contains(must("cluster-info"), "Kubernetes control plane is running at http://127.0.0.1:")
 
+	// A node created ahead of its reporter goes Unknown a grace period
+	// (4 s here) after its creation, as upstream's never-posted node.
+	ghostFile := filepath.Join(t.TempDir(), "ghost.yaml")
+	if err := os.WriteFile(ghostFile, []byte("apiVersion: v1\nkind: Node\nmetadata:\n  name: ghost-"+x+"\n  labels:\n    rack: r9\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	contains(must("create", "-f", ghostFile), "node/ghost-"+x+" created")
+	waitFor(t, 30*time.Second, "the created node Unknown", func() (bool, string) {
+		out, _ := run("get", "node", "ghost-"+x, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}/{.status.conditions[?(@.type=="Ready")].reason}`)
+		return out == "Unknown/NodeStatusNeverUpdated", out
+	})
+	contains(must("delete", "node", "ghost-"+x), `node "ghost-`+x+`" deleted`)
+
 	// -w: the list, then one line per change; the test reads the first
 	// lines and stops it.
 	wctx, wcancel := context.WithCancel(ctx)

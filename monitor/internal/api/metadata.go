@@ -5,6 +5,8 @@ package api
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -17,6 +19,7 @@ import (
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/lifecycle"
 	"github.com/nodepulse/nodepulse/services/nodemodel"
+	"github.com/nodepulse/nodepulse/services/nodestore"
 	"github.com/nodepulse/nodepulse/services/validation"
 )
 
@@ -214,4 +217,49 @@ func checkMetadata(labels, annotations map[string]string) error {
 		return status.Errorf(codes.InvalidArgument, "metadata.annotations: may not be more than %d bytes (got %d)", maxAnnotationBytes, size)
 	}
 	return nil
+}
+
+// CreateNode stores a node an operator registers ahead of its reporter
+// (a Kubernetes POST of a Node): its metadata and operator spec only; the
+// status is the reporter's. Until the node reports, the lifecycle
+// controller sees a node that never posted a status and marks it Unknown
+// a grace period after its creation, as upstream does. The reporter's
+// registration later keeps what is stored (the collector creates
+// nodes/<name> only when absent).
+func (s *Server) CreateNode(ctx context.Context, n *nodev1.Node) (*nodev1.Node, error) {
+	name := n.GetMetadata().GetName()
+	if err := checkName("metadata.name", name); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	in := &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: name, Uid: newUID(), CreationTimestamp: nodemodel.Timestamp(now),
+		Labels: maps.Clone(n.GetMetadata().GetLabels()), Annotations: maps.Clone(n.GetMetadata().GetAnnotations())},
+		Spec: &nodev1.NodeSpec{Unschedulable: n.GetSpec().GetUnschedulable()}}
+	if err := checkMetadata(in.Metadata.Labels, in.Metadata.Annotations); err != nil {
+		return nil, err
+	}
+	for i, t := range n.GetSpec().GetTaints() {
+		if err := validation.Taint(fmt.Sprintf("spec.taints[%d]", i), t, now, validation.DefaultLimits()).Err(); err != nil {
+			return nil, validation.Status(err)
+		}
+		if lifecycle.IsControllerManaged(t.GetKey(), t.GetEffect()) {
+			return nil, status.Errorf(codes.InvalidArgument, "spec.taints[%d]: %s:%s is managed by the node lifecycle controller and cannot be set by hand", i, t.GetKey(), t.GetEffect())
+		}
+		nt := proto.CloneOf(t)
+		nt.TimeAdded = nil
+		if nt.GetEffect() == nodemodel.NoExecute {
+			nt.TimeAdded = nodemodel.Timestamp(now)
+		}
+		in.Spec.Taints = append(in.Spec.Taints, nt)
+	}
+	rev, err := s.store.Apply(ctx, nil, nodestore.Op{Kind: nodestore.Nodes, Name: name, Value: in, IfAbsent: true})
+	if errors.Is(err, nodestore.ErrConflict) {
+		return nil, status.Errorf(codes.AlreadyExists, "metadata.name: node %q already exists", name)
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "store node %q: %v", name, err)
+	}
+	s.waitCache(ctx, rev)
+	s.audit(ctx, "node", "node created", name)
+	return s.served(name, in), nil
 }

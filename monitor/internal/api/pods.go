@@ -174,6 +174,12 @@ func (s *PodServer) ListPods(_ context.Context, req *podv1.ListPodsRequest) (*po
 // then changes; a pod that starts or stops matching the filter is ADDED or
 // DELETED, as Kubernetes filtered watches do.
 func (s *PodServer) WatchPods(req *podv1.WatchPodsRequest, stream podv1.PodService_WatchPodsServer) error {
+	return s.Watch(stream.Context(), req, stream.Send)
+}
+
+// Watch is WatchPods for a caller in process (the Kubernetes API): send
+// gets every event, in order, until ctx ends or send fails.
+func (s *PodServer) Watch(ctx context.Context, req *podv1.WatchPodsRequest, send func(*podv1.WatchPodsResponse) error) error {
 	f, err := parsePodFilter(req.GetNamespace(), req.GetNodeName(), "")
 	if err != nil {
 		return err
@@ -184,7 +190,7 @@ func (s *PodServer) WatchPods(req *podv1.WatchPodsRequest, stream podv1.PodServi
 			if !f.matches(pe.Pod) {
 				continue
 			}
-			if err := stream.Send(&podv1.WatchPodsResponse{Type: cache.Added, Pod: pe.Pod, ResourceVersion: ver.String()}); err != nil {
+			if err := send(&podv1.WatchPodsResponse{Type: cache.Added, Pod: pe.Pod, ResourceVersion: ver.String()}); err != nil {
 				return ver, err
 			}
 		}
@@ -193,12 +199,12 @@ func (s *PodServer) WatchPods(req *podv1.WatchPodsRequest, stream podv1.PodServi
 	if err != nil {
 		return err
 	}
-	return follow(stream.Context(), from, s.cache.PodChangesAfter, func(ch cache.PodChange) (cache.Version, error) {
+	return follow(ctx, from, s.cache.PodChangesAfter, func(ch cache.PodChange) (cache.Version, error) {
 		typ, p := watchEvent(f.matches, ch.Type, ch.Pod, ch.Old)
 		if typ == "" {
 			return ch.Version, nil
 		}
-		return ch.Version, stream.Send(&podv1.WatchPodsResponse{Type: typ, Pod: p, ResourceVersion: ch.Version.String()})
+		return ch.Version, send(&podv1.WatchPodsResponse{Type: typ, Pod: p, ResourceVersion: ch.Version.String()})
 	})
 }
 

@@ -185,6 +185,12 @@ func (s *Server) ListNodes(_ context.Context, req *nodev1.ListNodesRequest) (*no
 
 // WatchNodes implements NodeService.
 func (s *Server) WatchNodes(req *nodev1.WatchNodesRequest, stream nodev1.NodeService_WatchNodesServer) error {
+	return s.Watch(stream.Context(), req, stream.Send)
+}
+
+// Watch is WatchNodes for a caller in process (the Kubernetes API): send
+// gets every event, in order, until ctx ends or send fails.
+func (s *Server) Watch(ctx context.Context, req *nodev1.WatchNodesRequest, send func(*nodev1.WatchNodesResponse) error) error {
 	sel, err := ParseSelector("labelSelector", req.GetLabelSelector())
 	if err != nil {
 		return validation.Status(err)
@@ -196,7 +202,7 @@ func (s *Server) WatchNodes(req *nodev1.WatchNodesRequest, stream nodev1.NodeSer
 			if !match(n) {
 				continue
 			}
-			if err := stream.Send(&nodev1.WatchNodesResponse{Type: cache.Added, Node: s.withHeartbeat(n), ResourceVersion: ver.String()}); err != nil {
+			if err := send(&nodev1.WatchNodesResponse{Type: cache.Added, Node: s.withHeartbeat(n), ResourceVersion: ver.String()}); err != nil {
 				return ver, err
 			}
 		}
@@ -205,14 +211,14 @@ func (s *Server) WatchNodes(req *nodev1.WatchNodesRequest, stream nodev1.NodeSer
 	if err != nil {
 		return err
 	}
-	return follow(stream.Context(), from, s.cache.ChangesAfter, func(ch cache.Change) (cache.Version, error) {
+	return follow(ctx, from, s.cache.ChangesAfter, func(ch cache.Change) (cache.Version, error) {
 		typ, n := watchEvent(match, ch.Type, ch.Node, ch.Old)
 		if typ == "" {
 			return ch.Version, nil
 		}
 		// A heartbeat alone is no watch event: unchanged reports change
 		// nothing stored (spec §6.7); events carry it when they are sent.
-		return ch.Version, stream.Send(&nodev1.WatchNodesResponse{Type: typ, Node: s.withHeartbeat(n), ResourceVersion: ch.Version.String()})
+		return ch.Version, send(&nodev1.WatchNodesResponse{Type: typ, Node: s.withHeartbeat(n), ResourceVersion: ch.Version.String()})
 	})
 }
 

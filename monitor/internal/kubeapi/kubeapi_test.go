@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -397,3 +398,64 @@ func TestWatchStreamingListAndChanges(t *testing.T) {
 }
 
 func intOrStr(v int32) *intstr.IntOrString { x := intstr.FromInt32(v); return &x }
+
+func TestOwnersCreateScaleDelete(t *testing.T) {
+	e := start(t, "")
+	ctx := context.Background()
+	rsc := e.client(t, "").AppsV1().ReplicaSets("default")
+	two := int32(2)
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: appsv1.ReplicaSetSpec{Replicas: &two,
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}}}}
+	if _, err := rsc.Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if _, err := rsc.Create(ctx, rs, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create again: %v, want 409 AlreadyExists", err)
+	}
+	e.sync()
+	sc, err := rsc.GetScale(ctx, "web", metav1.GetOptions{})
+	if err != nil || sc.Spec.Replicas != 2 || sc.Status.Selector != "app=web" {
+		t.Fatalf("scale: %+v %v", sc, err)
+	}
+	sc.Spec.Replicas = 5
+	if _, err := rsc.UpdateScale(ctx, "web", sc, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("update scale: %v", err)
+	}
+	e.sync()
+	if got, err := rsc.Get(ctx, "web", metav1.GetOptions{}); err != nil || *got.Spec.Replicas != 5 {
+		t.Fatalf("after scale: %v %v", got, err)
+	}
+	if _, err := rsc.UpdateScale(ctx, "web", sc, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+		t.Fatalf("scale from a stale version: %v, want 409", err)
+	}
+	if err := rsc.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	e.sync()
+	if _, err := rsc.Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("after delete: %v", err)
+	}
+}
+
+func TestCreateNode(t *testing.T) {
+	e := start(t, "")
+	ctx := context.Background()
+	nodes := e.client(t, "").CoreV1().Nodes()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ahead", Labels: map[string]string{"rack": "r1"}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "new", Effect: corev1.TaintEffectNoSchedule}}}}
+	got, err := nodes.Create(ctx, n, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if got.UID == "" || got.CreationTimestamp.IsZero() || got.Labels["rack"] != "r1" || len(got.Spec.Taints) == 0 || got.Spec.Taints[0].Key != "new" {
+		t.Fatalf("created: %+v", got)
+	}
+	if _, err := nodes.Create(ctx, n, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("again: %v, want 409 AlreadyExists", err)
+	}
+	bad := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "Bad_Name"}}
+	if _, err := nodes.Create(ctx, bad, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+		t.Fatalf("bad name: %v, want 422", err)
+	}
+}

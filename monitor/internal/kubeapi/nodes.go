@@ -12,7 +12,6 @@ import (
 	"strconv"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,6 +53,7 @@ var (
 	_ rest.Watcher         = (*nodes)(nil)
 	_ rest.Updater         = (*nodes)(nil)
 	_ rest.GracefulDeleter = (*nodes)(nil)
+	_ rest.Creater         = (*nodes)(nil)
 )
 
 func newNodes(b Backends, lg *zap.Logger) *nodes {
@@ -141,7 +141,7 @@ func (s *nodes) version(ctx context.Context) string {
 // Watch implements rest.Watcher over NodeService's watch of the cache.
 func (s *nodes) Watch(ctx context.Context, opts *metainternalversion.ListOptions) (watch.Interface, error) {
 	return s.startWatch(ctx, opts, func(ctx context.Context, _, rv string, send func(watch.EventType, runtime.Object, string) bool) error {
-		return s.svc.WatchNodes(&nodev1.WatchNodesRequest{ResourceVersion: rv}, stream[nodev1.WatchNodesResponse]{ctx: ctx, send: func(r *nodev1.WatchNodesResponse) error {
+		return s.svc.Watch(ctx, &nodev1.WatchNodesRequest{ResourceVersion: rv}, func(r *nodev1.WatchNodesResponse) error {
 			k, err := convert.Node(r.GetNode())
 			if err != nil {
 				return err
@@ -150,19 +150,9 @@ func (s *nodes) Watch(ctx context.Context, opts *metainternalversion.ListOptions
 				return context.Canceled
 			}
 			return nil
-		}})
+		})
 	})
 }
-
-// stream lets a service's streaming method send to a watch in process.
-type stream[T any] struct {
-	grpc.ServerStream
-	ctx  context.Context
-	send func(*T) error
-}
-
-func (s stream[T]) Context() context.Context { return s.ctx }
-func (s stream[T]) Send(m *T) error          { return s.send(m) }
 
 // Update implements rest.Updater: PUT, and every PATCH through the generic
 // patch handler. What may change is what an operator changes: labels,
@@ -280,6 +270,33 @@ func nodeUpdate(old, want *corev1.Node) (api.NodeUpdate, error) {
 		}
 	}
 	return u, nil
+}
+
+// Create implements rest.Creater (NodeService.CreateNode): a node
+// registered ahead of its reporter, metadata and operator spec only.
+func (s *nodes) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, opts *metav1.CreateOptions) (runtime.Object, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("not a Node: %T", obj))
+	}
+	if createValidation != nil {
+		if err := createValidation(ctx, n); err != nil {
+			return nil, err
+		}
+	}
+	in := &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: n.Name, Labels: n.Labels, Annotations: n.Annotations},
+		Spec: &nodev1.NodeSpec{Unschedulable: n.Spec.Unschedulable}}
+	for _, t := range n.Spec.Taints {
+		in.Spec.Taints = append(in.Spec.Taints, convert.Taint(t))
+	}
+	if len(opts.DryRun) > 0 {
+		return n, nil
+	}
+	out, err := s.svc.CreateNode(ctx, in)
+	if err != nil {
+		return nil, statusError(nodesGR, "Node", n.Name, err)
+	}
+	return convert.Node(out)
 }
 
 // Delete implements rest.GracefulDeleter: the node and every record about

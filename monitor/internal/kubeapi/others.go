@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -23,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -582,4 +585,93 @@ func (s *workloads) Delete(ctx context.Context, name string, deleteValidation re
 		return nil, false, notFoundOr(s.gr, s.kind, name, err)
 	}
 	return cur, true, nil
+}
+
+// scale is the /scale subresource of replicasets and statefulsets
+// (autoscaling/v1 Scale): `kubectl scale` reads it and writes it back
+// (WorkloadService.ScaleWorkload, conditional on the owner's version).
+type scale struct{ w *workloads }
+
+var (
+	_ rest.Getter                   = (*scale)(nil)
+	_ rest.Updater                  = (*scale)(nil)
+	_ rest.GroupVersionKindProvider = (*scale)(nil)
+)
+
+func (s *scale) New() runtime.Object { return &autoscalingv1.Scale{} }
+func (s *scale) Destroy()            {}
+func (s *scale) GroupVersionKind(schema.GroupVersion) schema.GroupVersionKind {
+	return autoscalingv1.SchemeGroupVersion.WithKind("Scale")
+}
+
+func (s *scale) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	o, err := s.w.Get(ctx, name, nil)
+	if err != nil {
+		return nil, err
+	}
+	return scaleOf(o)
+}
+
+func scaleOf(o runtime.Object) (*autoscalingv1.Scale, error) {
+	var spec *int32
+	var status int32
+	var sel *metav1.LabelSelector
+	switch w := o.(type) {
+	case *appsv1.ReplicaSet:
+		spec, status, sel = w.Spec.Replicas, w.Status.Replicas, w.Spec.Selector
+	case *appsv1.StatefulSet:
+		spec, status, sel = w.Spec.Replicas, w.Status.Replicas, w.Spec.Selector
+	default:
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("%T has no scale", o))
+	}
+	m, _ := meta.Accessor(o)
+	out := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: m.GetName(), Namespace: m.GetNamespace(), UID: m.GetUID(),
+		ResourceVersion: m.GetResourceVersion(), CreationTimestamp: m.GetCreationTimestamp()}}
+	out.Spec.Replicas = 1
+	if spec != nil {
+		out.Spec.Replicas = *spec
+	}
+	out.Status.Replicas = status
+	if s, err := metav1.LabelSelectorAsSelector(sel); err == nil {
+		out.Status.Selector = s.String()
+	}
+	return out, nil
+}
+
+func (s *scale) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, _ rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, _ bool, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	cur, err := s.Get(ctx, name, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	obj, err := objInfo.UpdatedObject(ctx, cur)
+	if err != nil {
+		return nil, false, err
+	}
+	want, ok := obj.(*autoscalingv1.Scale)
+	if !ok {
+		return nil, false, apierrors.NewBadRequest(fmt.Sprintf("not an autoscaling/v1 Scale: %T", obj))
+	}
+	if updateValidation != nil {
+		if err := updateValidation(ctx, want, cur); err != nil {
+			return nil, false, err
+		}
+	}
+	if want.Spec.Replicas < 0 {
+		return nil, false, apierrors.NewInvalid(autoscalingv1.SchemeGroupVersion.WithKind("Scale").GroupKind(), name,
+			field.ErrorList{field.Invalid(field.NewPath("spec", "replicas"), want.Spec.Replicas, "must be greater than or equal to 0")})
+	}
+	if len(opts.DryRun) > 0 {
+		return want, false, nil
+	}
+	resp, err := s.w.svc.ScaleWorkload(ctx, &npappsv1.ScaleWorkloadRequest{Kind: s.w.wk, Namespace: genericapirequest.NamespaceValue(ctx),
+		Name: name, Replicas: want.Spec.Replicas, ResourceVersion: want.ResourceVersion})
+	if err != nil {
+		return nil, false, statusError(s.w.gr, s.w.kind, name, err)
+	}
+	o, err := workloadObject(resp.GetWorkload())
+	if err != nil {
+		return nil, false, err
+	}
+	out, err := scaleOf(o)
+	return out, false, err
 }

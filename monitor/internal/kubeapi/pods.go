@@ -22,6 +22,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/api"
 	"github.com/nodepulse/nodepulse/monitor/internal/kubeapi/convert"
 )
 
@@ -32,7 +33,7 @@ var podsGR = corev1.Resource("pods")
 // graceful delete.
 type pods struct {
 	resource
-	svc podv1.PodServiceServer
+	svc *api.PodServer
 }
 
 var (
@@ -97,7 +98,7 @@ func (s *pods) Watch(ctx context.Context, opts *metainternalversion.ListOptions)
 		node, _ = opts.FieldSelector.RequiresExactMatch("spec.nodeName")
 	}
 	return s.startWatch(ctx, opts, func(ctx context.Context, ns, rv string, send func(watch.EventType, runtime.Object, string) bool) error {
-		return s.svc.WatchPods(&podv1.WatchPodsRequest{Namespace: ns, NodeName: node, ResourceVersion: rv}, stream[podv1.WatchPodsResponse]{ctx: ctx, send: func(r *podv1.WatchPodsResponse) error {
+		return s.svc.Watch(ctx, &podv1.WatchPodsRequest{Namespace: ns, NodeName: node, ResourceVersion: rv}, func(r *podv1.WatchPodsResponse) error {
 			k, err := convert.Pod(r.GetPod())
 			if err != nil {
 				return err
@@ -106,7 +107,7 @@ func (s *pods) Watch(ctx context.Context, opts *metainternalversion.ListOptions)
 				return context.Canceled
 			}
 			return nil
-		}})
+		})
 	})
 }
 
@@ -186,7 +187,7 @@ func (s *podStatus) ConvertToTable(ctx context.Context, obj, opts runtime.Object
 
 // eviction is pods/eviction (policy/v1 Eviction): the disruption budgets
 // decide (PodService.EvictPod); a refusal is kube-apiserver's 429.
-type eviction struct{ svc podv1.PodServiceServer }
+type eviction struct{ svc *api.PodServer }
 
 var (
 	_ rest.NamedCreater             = (*eviction)(nil)

@@ -46,7 +46,6 @@ import (
 	"k8s.io/klog/v2"
 
 	npappsv1 "github.com/nodepulse/nodepulse/gen/nodepulse/apps/v1"
-	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
 	nppolicyv1 "github.com/nodepulse/nodepulse/gen/nodepulse/policy/v1"
 	"github.com/nodepulse/nodepulse/gen/openapi"
 	"github.com/nodepulse/nodepulse/monitor/internal/api"
@@ -63,7 +62,7 @@ const KubernetesVersion = "1.37.2"
 // implementations, called in process) and the authorization policy.
 type Backends struct {
 	Nodes     *api.Server
-	Pods      podv1.PodServiceServer
+	Pods      *api.PodServer
 	Workloads npappsv1.WorkloadServiceServer
 	Budgets   nppolicyv1.DisruptionBudgetServiceServer
 	Policy    authz.Policy
@@ -163,10 +162,12 @@ func install(gs *genericapiserver.GenericAPIServer, c codecs, b Backends, lg *za
 	policy := group(policyv1.GroupName)
 	policy.VersionedResourcesStorageMap["v1"] = map[string]rest.Storage{"poddisruptionbudgets": newBudgets(b)}
 	apps := group(appsv1.GroupName)
+	rs := newWorkloads(b, c.scheme, npappsv1.WorkloadKind_WORKLOAD_KIND_REPLICA_SET, "ReplicaSet", "replicasets", []string{"rs"})
+	sts := newWorkloads(b, c.scheme, npappsv1.WorkloadKind_WORKLOAD_KIND_STATEFUL_SET, "StatefulSet", "statefulsets", []string{"sts"})
 	apps.VersionedResourcesStorageMap["v1"] = map[string]rest.Storage{
-		"daemonsets":   newWorkloads(b, c.scheme, npappsv1.WorkloadKind_WORKLOAD_KIND_DAEMON_SET, "DaemonSet", "daemonsets", []string{"ds"}),
-		"replicasets":  newWorkloads(b, c.scheme, npappsv1.WorkloadKind_WORKLOAD_KIND_REPLICA_SET, "ReplicaSet", "replicasets", []string{"rs"}),
-		"statefulsets": newWorkloads(b, c.scheme, npappsv1.WorkloadKind_WORKLOAD_KIND_STATEFUL_SET, "StatefulSet", "statefulsets", []string{"sts"}),
+		"daemonsets":  newWorkloads(b, c.scheme, npappsv1.WorkloadKind_WORKLOAD_KIND_DAEMON_SET, "DaemonSet", "daemonsets", []string{"ds"}),
+		"replicasets": rs, "replicasets/scale": &scale{w: rs},
+		"statefulsets": sts, "statefulsets/scale": &scale{w: sts},
 	}
 	authzGroup := group(authorizationv1.GroupName)
 	authzGroup.VersionedResourcesStorageMap["v1"] = map[string]rest.Storage{

@@ -8,6 +8,10 @@ package table
 
 import (
 	"fmt"
+	appsv1 "k8s.io/api/apps/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sort"
 	"strings"
 	"time"
@@ -79,6 +83,29 @@ func New(resource string) *metav1.Table {
 	case "namespaces":
 		t.ColumnDefinitions = []metav1.TableColumnDefinition{name,
 			col("Status", "string", "The status of the namespace", 0), age}
+	case "replicasets":
+		t.ColumnDefinitions = []metav1.TableColumnDefinition{name,
+			col("Desired", "integer", "Number of desired pods. This is a pointer to distinguish between explicit zero and unspecified.", 0),
+			col("Current", "integer", "Replicas is the most recently observed number of replicas.", 0),
+			col("Ready", "integer", "The number of ready replicas for this replica set.", 0), age,
+			col("Selector", "string", "Selector is a label query over pods that should match the replica count.", 1)}
+	case "statefulsets":
+		t.ColumnDefinitions = []metav1.TableColumnDefinition{name,
+			col("Ready", "string", "Number of the pod with ready state", 0), age}
+	case "daemonsets":
+		t.ColumnDefinitions = []metav1.TableColumnDefinition{name,
+			col("Desired", "integer", "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod).", 0),
+			col("Current", "integer", "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod.", 0),
+			col("Ready", "integer", "numberReady is the number of nodes that should be running the daemon pod and have one or more of the daemon pod running with a Ready Condition.", 0),
+			col("Up-to-date", "integer", "The total number of nodes that are running updated daemon pod", 0),
+			col("Available", "integer", "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available (ready for at least spec.minReadySeconds)", 0),
+			col("Node Selector", "string", "NodeSelector is a selector which must be true for the pod to fit on a node.", 0), age,
+			col("Selector", "string", "A label query over pods that are managed by the daemon set.", 1)}
+	case "poddisruptionbudgets":
+		t.ColumnDefinitions = []metav1.TableColumnDefinition{name,
+			col("Min Available", "string", "The minimum number of pods that must be available simultaneously.  This can be either an integer or a string specifying a percentage, e.g. \"28%\".", 0),
+			col("Max Unavailable", "string", "The maximum number of pods that may be unavailable simultaneously.  This can be either an integer or a string specifying a percentage, e.g. \"28%\".", 0),
+			col("Allowed Disruptions", "integer", "Number of pod disruptions that are currently allowed.", 0), age}
 	default:
 		t.ColumnDefinitions = []metav1.TableColumnDefinition{name, age}
 	}
@@ -105,10 +132,52 @@ func Add(t *metav1.Table, now time.Time, obj runtime.Object, md metav1.ObjectMet
 		row.Cells = eventCells(now, o)
 	case *corev1.Namespace:
 		row.Cells = []any{o.Name, string(o.Status.Phase), Age(now, o.CreationTimestamp.Time)}
+	case *appsv1.ReplicaSet:
+		row.Cells = []any{o.Name, int64(ptrOr(o.Spec.Replicas, 1)), int64(o.Status.Replicas), int64(o.Status.ReadyReplicas), Age(now, o.CreationTimestamp.Time), selectorString(o.Spec.Selector)}
+	case *appsv1.StatefulSet:
+		row.Cells = []any{o.Name, fmt.Sprintf("%d/%d", o.Status.ReadyReplicas, ptrOr(o.Spec.Replicas, 1)), Age(now, o.CreationTimestamp.Time)}
+	case *appsv1.DaemonSet:
+		s := o.Status
+		row.Cells = []any{o.Name, int64(s.DesiredNumberScheduled), int64(s.CurrentNumberScheduled), int64(s.NumberReady), int64(s.UpdatedNumberScheduled),
+			int64(s.NumberAvailable), mapString(o.Spec.Template.Spec.NodeSelector), Age(now, o.CreationTimestamp.Time), selectorString(o.Spec.Selector)}
+	case *policyv1.PodDisruptionBudget:
+		row.Cells = []any{o.Name, intOrNA(o.Spec.MinAvailable), intOrNA(o.Spec.MaxUnavailable), int64(o.Status.DisruptionsAllowed), Age(now, o.CreationTimestamp.Time)}
 	default:
 		row.Cells = []any{md.Name, Age(now, md.CreationTimestamp.Time)}
 	}
 	t.Rows = append(t.Rows, row)
+}
+
+func ptrOr(p *int32, d int32) int32 {
+	if p == nil {
+		return d
+	}
+	return *p
+}
+
+// intOrNA is a budget's bound as kubectl prints it: N/A when unset.
+func intOrNA(v *intstr.IntOrString) string {
+	if v == nil {
+		return "N/A"
+	}
+	return v.String()
+}
+
+func selectorString(s *metav1.LabelSelector) string {
+	sel, err := metav1.LabelSelectorAsSelector(s)
+	if err != nil || sel.Empty() {
+		return "<none>"
+	}
+	return sel.String()
+}
+
+// mapString is a node selector as kube-apiserver prints it: k=v,k=v
+// sorted, <none> when empty.
+func mapString(m map[string]string) string {
+	if len(m) == 0 {
+		return "<none>"
+	}
+	return labels.SelectorFromSet(m).String()
 }
 
 const labelNodeRolePrefix = "node-role.kubernetes.io/"

@@ -5,6 +5,9 @@ package table
 
 import (
 	"fmt"
+	appsv1 "k8s.io/api/apps/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"testing"
 	"time"
 
@@ -64,5 +67,29 @@ func TestPodRows(t *testing.T) {
 	}
 	if md := tb.Rows[0].Object.Object.(*metav1.PartialObjectMetadata); md.Namespace != "ns" {
 		t.Fatalf("row object namespace %q (kubectl -A needs it)", md.Namespace)
+	}
+}
+
+func TestOwnerAndBudgetRows(t *testing.T) {
+	now := time.Now()
+	three := int32(3)
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web", CreationTimestamp: metav1.Time{Time: now.Add(-time.Hour)}},
+		Spec:   appsv1.ReplicaSetSpec{Replicas: &three, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		Status: appsv1.ReplicaSetStatus{Replicas: 3, ReadyReplicas: 2}}
+	tb := New("replicasets")
+	Add(tb, now, rs, rs.ObjectMeta)
+	if got := fmt.Sprint(tb.Rows[0].Cells); got != "[web 3 3 2 60m app=web]" {
+		t.Fatalf("replicaset row %s", got)
+	}
+	min := intstr.FromInt32(2)
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "web-pdb", CreationTimestamp: metav1.Time{Time: now}},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &min}, Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 1}}
+	tb = New("poddisruptionbudgets")
+	Add(tb, now, pdb, pdb.ObjectMeta)
+	if got := fmt.Sprint(tb.Rows[0].Cells); got != "[web-pdb 2 N/A 1 0s]" {
+		t.Fatalf("budget row %s", got)
+	}
+	if len(tb.ColumnDefinitions) != len(tb.Rows[0].Cells) {
+		t.Fatalf("%d columns, %d cells", len(tb.ColumnDefinitions), len(tb.Rows[0].Cells))
 	}
 }
