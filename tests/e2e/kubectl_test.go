@@ -73,7 +73,8 @@ func TestKubectl(t *testing.T) {
 		t.Skip("starts real processes")
 	}
 	bin := kubectlBin(t)
-	o := startOwnersStack(t, "kc")
+	// A node created ahead of its reporter has the startup grace period.
+	o := startOwnersStack(t, "kc", "--node-startup-grace-period=5s")
 	kc := o.kubeconfig(t)
 	cacheDir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -191,8 +192,9 @@ func TestKubectl(t *testing.T) {
 	contains(must("auth", "can-i", "--list"), "*.*", "selfsubjectreviews.authentication.k8s.io")
 	contains(must("cluster-info"), "Kubernetes control plane is running at http://127.0.0.1:")
 
-	// A node created ahead of its reporter goes Unknown a grace period
-	// (4 s here) after its creation, as upstream's never-posted node.
+	// A node created ahead of its reporter goes Unknown the startup grace
+	// period (5 s here) after its creation, as upstream's never-posted
+	// node.
 	ghostFile := filepath.Join(t.TempDir(), "ghost.yaml")
 	if err := os.WriteFile(ghostFile, []byte("apiVersion: v1\nkind: Node\nmetadata:\n  name: ghost-"+x+"\n  labels:\n    rack: r9\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -39,13 +39,17 @@ type ownersStack struct {
 // after its reporter stops, pods tolerate that 3 s by default (the monitor's
 // --default-*-toleration-seconds), pod GC runs every second with a 5 s
 // quarantine, and the owners sync at least every second.
-func startOwnersStack(t *testing.T, prefix string) *ownersStack {
+func startOwnersStack(t *testing.T, prefix string, monitorArgs ...string) *ownersStack {
 	t.Helper()
+	extra := ""
+	for _, a := range monitorArgs {
+		extra += "," + a
+	}
 	// Three nodes with 2 s leases and status checks every second, and the
 	// pods' status writes, exceed the collector's default 2 messages/s.
 	s := startLocalStack(t, prefix, "--grace-period=4s", "--collector-args=--limits.messages-per-second=50",
 		"--monitor-args=--node-monitor-period=500ms,--pod-gc-period=1s,--pod-gc-quarantine=5s,"+
-			"--default-not-ready-toleration-seconds=3,--default-unreachable-toleration-seconds=3,--owners.resync-period=1s",
+			"--default-not-ready-toleration-seconds=3,--default-unreachable-toleration-seconds=3,--owners.resync-period=1s"+extra,
 		"--reporter-args=--node-lease-duration-seconds=2")
 	o := &ownersStack{localStack: s, nodes3: []string{s.node}, pid: map[string]int{s.node: s.pids["reporter"]}}
 	for i := 1; i <= 2; i++ {
