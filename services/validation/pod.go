@@ -67,6 +67,10 @@ func podRef(field, ns, name, uid string) List {
 	return l
 }
 
+// maxContainerStatuses bounds a reported pod's container statuses (one
+// per container; the monitor admits at most 64 containers a pod).
+const maxContainerStatuses = 64
+
 // PodStatus checks a pod status: the phase, reason and message bounds, and
 // conditions with the node-condition rules (type, status, bounded reason
 // and message, times not in the future), unique by type.
@@ -83,6 +87,9 @@ func PodStatus(field string, st *podv1.PodStatus, now time.Time, lim Limits) Lis
 	}
 	if len(st.GetMessage()) > lim.MaxMessageLength {
 		l.add(fieldErr(field+".message", "must be no more than %d characters (got %d)", lim.MaxMessageLength, len(st.GetMessage())))
+	}
+	if n := len(st.GetContainerStatuses()); n > maxContainerStatuses {
+		l.add(fieldErr(field+".containerStatuses", "must have at most %d entries (got %d)", maxContainerStatuses, n))
 	}
 	cs := st.GetConditions()
 	if len(cs) > lim.MaxConditions {

@@ -264,6 +264,23 @@ func TestKubectl(t *testing.T) {
 		}
 	}
 
+	// A pod with two containers, created through kubectl and bound to x:
+	// the node's agent starts both, so READY reads 2/2 as upstream's.
+	podFile := filepath.Join(t.TempDir(), "pod.yaml")
+	if err := os.WriteFile(podFile, []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: two\n  namespace: e2e\nspec:\n  nodeName: "+x+"\n  containers:\n  - {name: app, image: example/app:1}\n  - {name: sidecar, image: example/sidecar:1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	contains(must("create", "-f", podFile), "pod/two created")
+	waitFor(t, 30*time.Second, "pod two 2/2 Running", func() (bool, string) {
+		out, _ := run("get", "pod", "-n", "e2e", "two", "--no-headers")
+		f := strings.Fields(out)
+		return len(f) >= 3 && f[1] == "2/2" && f[2] == "Running", out
+	})
+	if got := must("get", "pod", "-n", "e2e", "two", "-o", "jsonpath={.status.containerStatuses[*].name}"); got != "app sidecar" {
+		t.Fatalf("container statuses %q", got)
+	}
+	must("delete", "pod", "-n", "e2e", "two", "--force", "--grace-period=0")
+
 	web := o.appPods("web")
 	var victim string
 	for name := range web {

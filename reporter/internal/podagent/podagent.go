@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
@@ -345,7 +346,7 @@ func (a *Agent) readyStatus(p *podv1.Pod, now time.Time) (*podv1.PodStatus, bool
 	st := p.GetStatus()
 	if ph := st.GetPhase(); ph == validation.PodPending || ph == "" {
 		a.readySince[p.GetMetadata().GetUid()] = now
-		return startedStatus(st, now), true
+		return startedStatus(p, now), true
 	}
 	if st.GetPhase() != validation.PodRunning || findCondition(st, nodemodel.Ready).GetStatus() == nodemodel.True {
 		return nil, false
@@ -361,22 +362,36 @@ func (a *Agent) readyStatus(p *podv1.Pod, now time.Time) (*podv1.PodStatus, bool
 		out = &podv1.PodStatus{}
 	}
 	setCondition(out, &podv1.PodCondition{Type: nodemodel.Ready, Status: nodemodel.True, LastTransitionTime: nodemodel.Timestamp(since)})
+	for _, c := range out.ContainerStatuses {
+		c.Ready = true
+	}
 	return out, true
 }
 
 // startedStatus is the status of a Pending pod bound to the node once the
 // node starts it, as the kubelet's SyncPod does (generateAPIPodStatus):
-// phase Running with Initialized, ContainersReady and Ready True since now.
-// There are no containers or probes, so a started pod is at once ready;
-// without this, pods the owner controllers create would stay Pending.
-func startedStatus(st *podv1.PodStatus, now time.Time) *podv1.PodStatus {
-	out := proto.CloneOf(st)
+// phase Running since now, each container of the spec running and ready,
+// Initialized, ContainersReady and Ready True. nodepulse runs no
+// containers and no probes, so a started pod is at once ready; without
+// this, pods the owner controllers create would stay Pending.
+func startedStatus(p *podv1.Pod, now time.Time) *podv1.PodStatus {
+	out := proto.CloneOf(p.GetStatus())
 	if out == nil {
 		out = &podv1.PodStatus{}
 	}
 	out.Phase = validation.PodRunning
+	ts := nodemodel.Timestamp(now)
+	if out.StartTime == nil {
+		out.StartTime = ts
+	}
+	started := true
+	out.ContainerStatuses = nil
+	for _, c := range p.GetSpec().GetContainers() {
+		out.ContainerStatuses = append(out.ContainerStatuses, &podv1.ContainerStatus{Name: c.GetName(), Image: c.GetImage(), Ready: true, Started: &started,
+			State: &podv1.ContainerState{Running: &podv1.ContainerStateRunning{StartedAt: ts}}})
+	}
 	for _, t := range []string{ConditionInitialized, ConditionContainersReady, nodemodel.Ready} {
-		setCondition(out, &podv1.PodCondition{Type: t, Status: nodemodel.True, LastTransitionTime: nodemodel.Timestamp(now)})
+		setCondition(out, &podv1.PodCondition{Type: t, Status: nodemodel.True, LastTransitionTime: ts})
 	}
 	return out
 }
@@ -400,6 +415,20 @@ func Terminated(st *podv1.PodStatus, now time.Time) *podv1.PodStatus {
 		c.LastTransitionTime = old.GetLastTransitionTime()
 	}
 	setCondition(out, c)
+	// Its containers were killed (SIGTERM, then SIGKILL at the grace
+	// period's end): terminated with the kubelet's words for a kill.
+	notStarted := false
+	for _, cs := range out.ContainerStatuses {
+		var began *timestamppb.Timestamp
+		if r := cs.GetState().GetRunning(); r != nil {
+			began = r.GetStartedAt()
+		}
+		if cs.GetState().GetTerminated() != nil {
+			continue
+		}
+		cs.Ready, cs.Started = false, &notStarted
+		cs.State = &podv1.ContainerState{Terminated: &podv1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", StartedAt: began, FinishedAt: nodemodel.Timestamp(now)}}
+	}
 	return out
 }
 

@@ -108,9 +108,16 @@ type PodSpec struct {
 	// Volumes of the pod. nodepulse stores only what the lifecycle needs to
 	// know about them: drain refuses (or, with delete_emptydir_data, deletes)
 	// pods with emptyDir volumes, whose data is lost with the pod.
-	Volumes       []*Volume `protobuf:"bytes,5,rep,name=volumes,proto3" json:"volumes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Volumes []*Volume `protobuf:"bytes,5,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	// Containers of the pod: their names and images, as written (nodepulse
+	// runs nothing itself; the node's agent reports their status).
+	Containers []*Container `protobuf:"bytes,6,rep,name=containers,proto3" json:"containers,omitempty"`
+	// NodeSelector: labels a node must have to run the pod.
+	NodeSelector map[string]string `protobuf:"bytes,7,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ReadinessGates: extra pod conditions that must be True for Ready.
+	ReadinessGates []*PodReadinessGate `protobuf:"bytes,8,rep,name=readiness_gates,json=readinessGates,proto3" json:"readiness_gates,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PodSpec) Reset() {
@@ -178,6 +185,129 @@ func (x *PodSpec) GetVolumes() []*Volume {
 	return nil
 }
 
+func (x *PodSpec) GetContainers() []*Container {
+	if x != nil {
+		return x.Containers
+	}
+	return nil
+}
+
+func (x *PodSpec) GetNodeSelector() map[string]string {
+	if x != nil {
+		return x.NodeSelector
+	}
+	return nil
+}
+
+func (x *PodSpec) GetReadinessGates() []*PodReadinessGate {
+	if x != nil {
+		return x.ReadinessGates
+	}
+	return nil
+}
+
+// Container is one container of a pod (the subset of Kubernetes'
+// Container that nodepulse keeps).
+type Container struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name, unique in the pod (a DNS label).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Image the container runs.
+	Image         string `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Container) Reset() {
+	*x = Container{}
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Container) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Container) ProtoMessage() {}
+
+func (x *Container) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Container.ProtoReflect.Descriptor instead.
+func (*Container) Descriptor() ([]byte, []int) {
+	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Container) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Container) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+// PodReadinessGate names a pod condition that must be True for Ready.
+type PodReadinessGate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ConditionType: the condition's type.
+	ConditionType string `protobuf:"bytes,1,opt,name=condition_type,json=conditionType,proto3" json:"condition_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodReadinessGate) Reset() {
+	*x = PodReadinessGate{}
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodReadinessGate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodReadinessGate) ProtoMessage() {}
+
+func (x *PodReadinessGate) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodReadinessGate.ProtoReflect.Descriptor instead.
+func (*PodReadinessGate) Descriptor() ([]byte, []int) {
+	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PodReadinessGate) GetConditionType() string {
+	if x != nil {
+		return x.ConditionType
+	}
+	return ""
+}
+
 // Volume is a named volume of a pod (the subset of Kubernetes' Volume that
 // nodepulse reads). Exactly one source is set; a volume with no source is
 // kept as it is (another kind of volume nodepulse does not model).
@@ -193,7 +323,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[2]
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -205,7 +335,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[2]
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -218,7 +348,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{2}
+	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Volume) GetName() string {
@@ -248,7 +378,7 @@ type EmptyDirVolumeSource struct {
 
 func (x *EmptyDirVolumeSource) Reset() {
 	*x = EmptyDirVolumeSource{}
-	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[3]
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -260,7 +390,7 @@ func (x *EmptyDirVolumeSource) String() string {
 func (*EmptyDirVolumeSource) ProtoMessage() {}
 
 func (x *EmptyDirVolumeSource) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[3]
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -273,7 +403,7 @@ func (x *EmptyDirVolumeSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmptyDirVolumeSource.ProtoReflect.Descriptor instead.
 func (*EmptyDirVolumeSource) Descriptor() ([]byte, []int) {
-	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{3}
+	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *EmptyDirVolumeSource) GetMedium() string {
@@ -306,7 +436,7 @@ type PodTemplateSpec struct {
 
 func (x *PodTemplateSpec) Reset() {
 	*x = PodTemplateSpec{}
-	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[4]
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +448,7 @@ func (x *PodTemplateSpec) String() string {
 func (*PodTemplateSpec) ProtoMessage() {}
 
 func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[4]
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +461,7 @@ func (x *PodTemplateSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodTemplateSpec.ProtoReflect.Descriptor instead.
 func (*PodTemplateSpec) Descriptor() ([]byte, []int) {
-	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{4}
+	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PodTemplateSpec) GetMetadata() *v1.ObjectMeta {
@@ -359,14 +489,26 @@ type PodStatus struct {
 	// applies (Kubernetes prints it as the pod's STATUS instead of the phase).
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Message: a human-readable sentence about the phase.
-	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// ContainerStatuses: one per container of the spec, as the node reports
+	// them (READY counts the ready ones).
+	ContainerStatuses []*ContainerStatus `protobuf:"bytes,5,rep,name=container_statuses,json=containerStatuses,proto3" json:"container_statuses,omitempty"`
+	// HostIP: the node's primary address.
+	HostIp string `protobuf:"bytes,6,opt,name=host_ip,json=hostIP,proto3" json:"host_ip,omitempty"`
+	// PodIP and PodIPs: the pod's addresses (a host-network pod has the
+	// node's).
+	PodIp string `protobuf:"bytes,7,opt,name=pod_ip,json=podIP,proto3" json:"pod_ip,omitempty"`
+	// PodIPs: every address of the pod, PodIP first.
+	PodIps []*PodIP `protobuf:"bytes,8,rep,name=pod_ips,json=podIPs,proto3" json:"pod_ips,omitempty"`
+	// StartTime: when the node started the pod.
+	StartTime     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PodStatus) Reset() {
 	*x = PodStatus{}
-	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[5]
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -378,7 +520,7 @@ func (x *PodStatus) String() string {
 func (*PodStatus) ProtoMessage() {}
 
 func (x *PodStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[5]
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -391,7 +533,7 @@ func (x *PodStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodStatus.ProtoReflect.Descriptor instead.
 func (*PodStatus) Descriptor() ([]byte, []int) {
-	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{5}
+	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PodStatus) GetPhase() string {
@@ -422,6 +564,425 @@ func (x *PodStatus) GetMessage() string {
 	return ""
 }
 
+func (x *PodStatus) GetContainerStatuses() []*ContainerStatus {
+	if x != nil {
+		return x.ContainerStatuses
+	}
+	return nil
+}
+
+func (x *PodStatus) GetHostIp() string {
+	if x != nil {
+		return x.HostIp
+	}
+	return ""
+}
+
+func (x *PodStatus) GetPodIp() string {
+	if x != nil {
+		return x.PodIp
+	}
+	return ""
+}
+
+func (x *PodStatus) GetPodIps() []*PodIP {
+	if x != nil {
+		return x.PodIps
+	}
+	return nil
+}
+
+func (x *PodStatus) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+// PodIP is one address of a pod.
+type PodIP struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// IP address.
+	Ip            string `protobuf:"bytes,1,opt,name=ip,proto3" json:"ip,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodIP) Reset() {
+	*x = PodIP{}
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodIP) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodIP) ProtoMessage() {}
+
+func (x *PodIP) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodIP.ProtoReflect.Descriptor instead.
+func (*PodIP) Descriptor() ([]byte, []int) {
+	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PodIP) GetIp() string {
+	if x != nil {
+		return x.Ip
+	}
+	return ""
+}
+
+// ContainerStatus is the observed state of one container.
+type ContainerStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name of the container.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Ready: the container passes its readiness checks.
+	Ready bool `protobuf:"varint,2,opt,name=ready,proto3" json:"ready,omitempty"`
+	// RestartCount: how many times it restarted.
+	RestartCount int32 `protobuf:"varint,3,opt,name=restart_count,json=restartCount,proto3" json:"restart_count,omitempty"`
+	// Image it runs.
+	Image string `protobuf:"bytes,4,opt,name=image,proto3" json:"image,omitempty"`
+	// Started: the container has started.
+	Started *bool `protobuf:"varint,5,opt,name=started,proto3,oneof" json:"started,omitempty"`
+	// State: running, terminated or waiting.
+	State         *ContainerState `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerStatus) Reset() {
+	*x = ContainerStatus{}
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerStatus) ProtoMessage() {}
+
+func (x *ContainerStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerStatus.ProtoReflect.Descriptor instead.
+func (*ContainerStatus) Descriptor() ([]byte, []int) {
+	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ContainerStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ContainerStatus) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *ContainerStatus) GetRestartCount() int32 {
+	if x != nil {
+		return x.RestartCount
+	}
+	return 0
+}
+
+func (x *ContainerStatus) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *ContainerStatus) GetStarted() bool {
+	if x != nil && x.Started != nil {
+		return *x.Started
+	}
+	return false
+}
+
+func (x *ContainerStatus) GetState() *ContainerState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+// ContainerState: exactly one of its fields is set.
+type ContainerState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Running since started_at.
+	Running *ContainerStateRunning `protobuf:"bytes,1,opt,name=running,proto3" json:"running,omitempty"`
+	// Terminated with an exit code.
+	Terminated *ContainerStateTerminated `protobuf:"bytes,2,opt,name=terminated,proto3" json:"terminated,omitempty"`
+	// Waiting to start, with a reason.
+	Waiting       *ContainerStateWaiting `protobuf:"bytes,3,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerState) Reset() {
+	*x = ContainerState{}
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerState) ProtoMessage() {}
+
+func (x *ContainerState) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerState.ProtoReflect.Descriptor instead.
+func (*ContainerState) Descriptor() ([]byte, []int) {
+	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ContainerState) GetRunning() *ContainerStateRunning {
+	if x != nil {
+		return x.Running
+	}
+	return nil
+}
+
+func (x *ContainerState) GetTerminated() *ContainerStateTerminated {
+	if x != nil {
+		return x.Terminated
+	}
+	return nil
+}
+
+func (x *ContainerState) GetWaiting() *ContainerStateWaiting {
+	if x != nil {
+		return x.Waiting
+	}
+	return nil
+}
+
+// ContainerStateRunning is a running container.
+type ContainerStateRunning struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// StartedAt: when it started.
+	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerStateRunning) Reset() {
+	*x = ContainerStateRunning{}
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerStateRunning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerStateRunning) ProtoMessage() {}
+
+func (x *ContainerStateRunning) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerStateRunning.ProtoReflect.Descriptor instead.
+func (*ContainerStateRunning) Descriptor() ([]byte, []int) {
+	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ContainerStateRunning) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+// ContainerStateTerminated is a container that ended.
+type ContainerStateTerminated struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ExitCode of its process.
+	ExitCode int32 `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	// Reason: CamelCase cause, e.g. "Completed".
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Message: human-readable explanation.
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// StartedAt: when it started.
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// FinishedAt: when it ended.
+	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerStateTerminated) Reset() {
+	*x = ContainerStateTerminated{}
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerStateTerminated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerStateTerminated) ProtoMessage() {}
+
+func (x *ContainerStateTerminated) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerStateTerminated.ProtoReflect.Descriptor instead.
+func (*ContainerStateTerminated) Descriptor() ([]byte, []int) {
+	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ContainerStateTerminated) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *ContainerStateTerminated) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ContainerStateTerminated) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ContainerStateTerminated) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *ContainerStateTerminated) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+// ContainerStateWaiting is a container not yet started.
+type ContainerStateWaiting struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Reason: CamelCase cause, e.g. "ContainerCreating".
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Message: human-readable explanation.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerStateWaiting) Reset() {
+	*x = ContainerStateWaiting{}
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerStateWaiting) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerStateWaiting) ProtoMessage() {}
+
+func (x *ContainerStateWaiting) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerStateWaiting.ProtoReflect.Descriptor instead.
+func (*ContainerStateWaiting) Descriptor() ([]byte, []int) {
+	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ContainerStateWaiting) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ContainerStateWaiting) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // PodCondition is one aspect of pod state.
 type PodCondition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -443,7 +1004,7 @@ type PodCondition struct {
 
 func (x *PodCondition) Reset() {
 	*x = PodCondition{}
-	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[6]
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +1016,7 @@ func (x *PodCondition) String() string {
 func (*PodCondition) ProtoMessage() {}
 
 func (x *PodCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[6]
+	mi := &file_nodepulse_pod_v1_pod_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +1029,7 @@ func (x *PodCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodCondition.ProtoReflect.Descriptor instead.
 func (*PodCondition) Descriptor() ([]byte, []int) {
-	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{6}
+	return file_nodepulse_pod_v1_pod_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PodCondition) GetType() string {
@@ -521,14 +1082,27 @@ const file_nodepulse_pod_v1_pod_proto_rawDesc = "" +
 	"\x03Pod\x129\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1d.nodepulse.node.v1.ObjectMetaR\bmetadata\x12-\n" +
 	"\x04spec\x18\x02 \x01(\v2\x19.nodepulse.pod.v1.PodSpecR\x04spec\x123\n" +
-	"\x06status\x18\x03 \x01(\v2\x1b.nodepulse.pod.v1.PodStatusR\x06status\"\xb1\x02\n" +
+	"\x06status\x18\x03 \x01(\v2\x1b.nodepulse.pod.v1.PodStatusR\x06status\"\xce\x04\n" +
 	"\aPodSpec\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12?\n" +
 	"\vtolerations\x18\x02 \x03(\v2\x1d.nodepulse.node.v1.TolerationR\vtolerations\x12!\n" +
 	"\fhost_network\x18\x03 \x01(\bR\vhostNetwork\x12L\n" +
 	" termination_grace_period_seconds\x18\x04 \x01(\x03H\x00R\x1dterminationGracePeriodSeconds\x88\x01\x01\x122\n" +
-	"\avolumes\x18\x05 \x03(\v2\x18.nodepulse.pod.v1.VolumeR\avolumesB#\n" +
-	"!_termination_grace_period_seconds\"a\n" +
+	"\avolumes\x18\x05 \x03(\v2\x18.nodepulse.pod.v1.VolumeR\avolumes\x12;\n" +
+	"\n" +
+	"containers\x18\x06 \x03(\v2\x1b.nodepulse.pod.v1.ContainerR\n" +
+	"containers\x12P\n" +
+	"\rnode_selector\x18\a \x03(\v2+.nodepulse.pod.v1.PodSpec.NodeSelectorEntryR\fnodeSelector\x12K\n" +
+	"\x0freadiness_gates\x18\b \x03(\v2\".nodepulse.pod.v1.PodReadinessGateR\x0ereadinessGates\x1a?\n" +
+	"\x11NodeSelectorEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B#\n" +
+	"!_termination_grace_period_seconds\"5\n" +
+	"\tContainer\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05image\x18\x02 \x01(\tR\x05image\"9\n" +
+	"\x10PodReadinessGate\x12%\n" +
+	"\x0econdition_type\x18\x01 \x01(\tR\rconditionType\"a\n" +
 	"\x06Volume\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12C\n" +
 	"\tempty_dir\x18\x02 \x01(\v2&.nodepulse.pod.v1.EmptyDirVolumeSourceR\bemptyDir\"M\n" +
@@ -538,14 +1112,51 @@ const file_nodepulse_pod_v1_pod_proto_rawDesc = "" +
 	"size_limit\x18\x02 \x01(\tR\tsizeLimit\"{\n" +
 	"\x0fPodTemplateSpec\x129\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x1d.nodepulse.node.v1.ObjectMetaR\bmetadata\x12-\n" +
-	"\x04spec\x18\x02 \x01(\v2\x19.nodepulse.pod.v1.PodSpecR\x04spec\"\x93\x01\n" +
+	"\x04spec\x18\x02 \x01(\v2\x19.nodepulse.pod.v1.PodSpecR\x04spec\"\x82\x03\n" +
 	"\tPodStatus\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12>\n" +
 	"\n" +
 	"conditions\x18\x02 \x03(\v2\x1e.nodepulse.pod.v1.PodConditionR\n" +
 	"conditions\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\xfe\x01\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12P\n" +
+	"\x12container_statuses\x18\x05 \x03(\v2!.nodepulse.pod.v1.ContainerStatusR\x11containerStatuses\x12\x17\n" +
+	"\ahost_ip\x18\x06 \x01(\tR\x06hostIP\x12\x15\n" +
+	"\x06pod_ip\x18\a \x01(\tR\x05podIP\x120\n" +
+	"\apod_ips\x18\b \x03(\v2\x17.nodepulse.pod.v1.PodIPR\x06podIPs\x129\n" +
+	"\n" +
+	"start_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\"\x17\n" +
+	"\x05PodIP\x12\x0e\n" +
+	"\x02ip\x18\x01 \x01(\tR\x02ip\"\xd9\x01\n" +
+	"\x0fContainerStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05ready\x18\x02 \x01(\bR\x05ready\x12#\n" +
+	"\rrestart_count\x18\x03 \x01(\x05R\frestartCount\x12\x14\n" +
+	"\x05image\x18\x04 \x01(\tR\x05image\x12\x1d\n" +
+	"\astarted\x18\x05 \x01(\bH\x00R\astarted\x88\x01\x01\x126\n" +
+	"\x05state\x18\x06 \x01(\v2 .nodepulse.pod.v1.ContainerStateR\x05stateB\n" +
+	"\n" +
+	"\b_started\"\xe2\x01\n" +
+	"\x0eContainerState\x12A\n" +
+	"\arunning\x18\x01 \x01(\v2'.nodepulse.pod.v1.ContainerStateRunningR\arunning\x12J\n" +
+	"\n" +
+	"terminated\x18\x02 \x01(\v2*.nodepulse.pod.v1.ContainerStateTerminatedR\n" +
+	"terminated\x12A\n" +
+	"\awaiting\x18\x03 \x01(\v2'.nodepulse.pod.v1.ContainerStateWaitingR\awaiting\"R\n" +
+	"\x15ContainerStateRunning\x129\n" +
+	"\n" +
+	"started_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\"\xe1\x01\n" +
+	"\x18ContainerStateTerminated\x12\x1b\n" +
+	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x129\n" +
+	"\n" +
+	"started_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
+	"\vfinished_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\"I\n" +
+	"\x15ContainerStateWaiting\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xfe\x01\n" +
 	"\fPodCondition\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12B\n" +
@@ -567,36 +1178,58 @@ func file_nodepulse_pod_v1_pod_proto_rawDescGZIP() []byte {
 	return file_nodepulse_pod_v1_pod_proto_rawDescData
 }
 
-var file_nodepulse_pod_v1_pod_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_nodepulse_pod_v1_pod_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_nodepulse_pod_v1_pod_proto_goTypes = []any{
-	(*Pod)(nil),                   // 0: nodepulse.pod.v1.Pod
-	(*PodSpec)(nil),               // 1: nodepulse.pod.v1.PodSpec
-	(*Volume)(nil),                // 2: nodepulse.pod.v1.Volume
-	(*EmptyDirVolumeSource)(nil),  // 3: nodepulse.pod.v1.EmptyDirVolumeSource
-	(*PodTemplateSpec)(nil),       // 4: nodepulse.pod.v1.PodTemplateSpec
-	(*PodStatus)(nil),             // 5: nodepulse.pod.v1.PodStatus
-	(*PodCondition)(nil),          // 6: nodepulse.pod.v1.PodCondition
-	(*v1.ObjectMeta)(nil),         // 7: nodepulse.node.v1.ObjectMeta
-	(*v1.Toleration)(nil),         // 8: nodepulse.node.v1.Toleration
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*Pod)(nil),                      // 0: nodepulse.pod.v1.Pod
+	(*PodSpec)(nil),                  // 1: nodepulse.pod.v1.PodSpec
+	(*Container)(nil),                // 2: nodepulse.pod.v1.Container
+	(*PodReadinessGate)(nil),         // 3: nodepulse.pod.v1.PodReadinessGate
+	(*Volume)(nil),                   // 4: nodepulse.pod.v1.Volume
+	(*EmptyDirVolumeSource)(nil),     // 5: nodepulse.pod.v1.EmptyDirVolumeSource
+	(*PodTemplateSpec)(nil),          // 6: nodepulse.pod.v1.PodTemplateSpec
+	(*PodStatus)(nil),                // 7: nodepulse.pod.v1.PodStatus
+	(*PodIP)(nil),                    // 8: nodepulse.pod.v1.PodIP
+	(*ContainerStatus)(nil),          // 9: nodepulse.pod.v1.ContainerStatus
+	(*ContainerState)(nil),           // 10: nodepulse.pod.v1.ContainerState
+	(*ContainerStateRunning)(nil),    // 11: nodepulse.pod.v1.ContainerStateRunning
+	(*ContainerStateTerminated)(nil), // 12: nodepulse.pod.v1.ContainerStateTerminated
+	(*ContainerStateWaiting)(nil),    // 13: nodepulse.pod.v1.ContainerStateWaiting
+	(*PodCondition)(nil),             // 14: nodepulse.pod.v1.PodCondition
+	nil,                              // 15: nodepulse.pod.v1.PodSpec.NodeSelectorEntry
+	(*v1.ObjectMeta)(nil),            // 16: nodepulse.node.v1.ObjectMeta
+	(*v1.Toleration)(nil),            // 17: nodepulse.node.v1.Toleration
+	(*timestamppb.Timestamp)(nil),    // 18: google.protobuf.Timestamp
 }
 var file_nodepulse_pod_v1_pod_proto_depIdxs = []int32{
-	7,  // 0: nodepulse.pod.v1.Pod.metadata:type_name -> nodepulse.node.v1.ObjectMeta
+	16, // 0: nodepulse.pod.v1.Pod.metadata:type_name -> nodepulse.node.v1.ObjectMeta
 	1,  // 1: nodepulse.pod.v1.Pod.spec:type_name -> nodepulse.pod.v1.PodSpec
-	5,  // 2: nodepulse.pod.v1.Pod.status:type_name -> nodepulse.pod.v1.PodStatus
-	8,  // 3: nodepulse.pod.v1.PodSpec.tolerations:type_name -> nodepulse.node.v1.Toleration
-	2,  // 4: nodepulse.pod.v1.PodSpec.volumes:type_name -> nodepulse.pod.v1.Volume
-	3,  // 5: nodepulse.pod.v1.Volume.empty_dir:type_name -> nodepulse.pod.v1.EmptyDirVolumeSource
-	7,  // 6: nodepulse.pod.v1.PodTemplateSpec.metadata:type_name -> nodepulse.node.v1.ObjectMeta
-	1,  // 7: nodepulse.pod.v1.PodTemplateSpec.spec:type_name -> nodepulse.pod.v1.PodSpec
-	6,  // 8: nodepulse.pod.v1.PodStatus.conditions:type_name -> nodepulse.pod.v1.PodCondition
-	9,  // 9: nodepulse.pod.v1.PodCondition.last_probe_time:type_name -> google.protobuf.Timestamp
-	9,  // 10: nodepulse.pod.v1.PodCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	7,  // 2: nodepulse.pod.v1.Pod.status:type_name -> nodepulse.pod.v1.PodStatus
+	17, // 3: nodepulse.pod.v1.PodSpec.tolerations:type_name -> nodepulse.node.v1.Toleration
+	4,  // 4: nodepulse.pod.v1.PodSpec.volumes:type_name -> nodepulse.pod.v1.Volume
+	2,  // 5: nodepulse.pod.v1.PodSpec.containers:type_name -> nodepulse.pod.v1.Container
+	15, // 6: nodepulse.pod.v1.PodSpec.node_selector:type_name -> nodepulse.pod.v1.PodSpec.NodeSelectorEntry
+	3,  // 7: nodepulse.pod.v1.PodSpec.readiness_gates:type_name -> nodepulse.pod.v1.PodReadinessGate
+	5,  // 8: nodepulse.pod.v1.Volume.empty_dir:type_name -> nodepulse.pod.v1.EmptyDirVolumeSource
+	16, // 9: nodepulse.pod.v1.PodTemplateSpec.metadata:type_name -> nodepulse.node.v1.ObjectMeta
+	1,  // 10: nodepulse.pod.v1.PodTemplateSpec.spec:type_name -> nodepulse.pod.v1.PodSpec
+	14, // 11: nodepulse.pod.v1.PodStatus.conditions:type_name -> nodepulse.pod.v1.PodCondition
+	9,  // 12: nodepulse.pod.v1.PodStatus.container_statuses:type_name -> nodepulse.pod.v1.ContainerStatus
+	8,  // 13: nodepulse.pod.v1.PodStatus.pod_ips:type_name -> nodepulse.pod.v1.PodIP
+	18, // 14: nodepulse.pod.v1.PodStatus.start_time:type_name -> google.protobuf.Timestamp
+	10, // 15: nodepulse.pod.v1.ContainerStatus.state:type_name -> nodepulse.pod.v1.ContainerState
+	11, // 16: nodepulse.pod.v1.ContainerState.running:type_name -> nodepulse.pod.v1.ContainerStateRunning
+	12, // 17: nodepulse.pod.v1.ContainerState.terminated:type_name -> nodepulse.pod.v1.ContainerStateTerminated
+	13, // 18: nodepulse.pod.v1.ContainerState.waiting:type_name -> nodepulse.pod.v1.ContainerStateWaiting
+	18, // 19: nodepulse.pod.v1.ContainerStateRunning.started_at:type_name -> google.protobuf.Timestamp
+	18, // 20: nodepulse.pod.v1.ContainerStateTerminated.started_at:type_name -> google.protobuf.Timestamp
+	18, // 21: nodepulse.pod.v1.ContainerStateTerminated.finished_at:type_name -> google.protobuf.Timestamp
+	18, // 22: nodepulse.pod.v1.PodCondition.last_probe_time:type_name -> google.protobuf.Timestamp
+	18, // 23: nodepulse.pod.v1.PodCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_nodepulse_pod_v1_pod_proto_init() }
@@ -605,13 +1238,14 @@ func file_nodepulse_pod_v1_pod_proto_init() {
 		return
 	}
 	file_nodepulse_pod_v1_pod_proto_msgTypes[1].OneofWrappers = []any{}
+	file_nodepulse_pod_v1_pod_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodepulse_pod_v1_pod_proto_rawDesc), len(file_nodepulse_pod_v1_pod_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

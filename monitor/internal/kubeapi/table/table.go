@@ -236,16 +236,45 @@ func nodeCells(now time.Time, n *corev1.Node) []any {
 // podCells: nodepulse pods have no containers, so READY counts the pod's
 // Ready condition as its one container, and STATUS follows the phase,
 // Terminating while a deletion is pending, as kubectl shows it.
+// podCells follows kube-apiserver's printPod: READY counts the ready,
+// running containers of the spec (a pod without containers, as nodepulse's
+// own records are, counts its Ready condition as its one container);
+// STATUS is the phase, or the pod's reason, or the reason of the last
+// container not running, Terminating once deleted.
 func podCells(now time.Time, p *corev1.Pod) ([]any, []metav1.TableRowCondition) {
-	ready := 0
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			ready = 1
-		}
-	}
+	total, ready, restarts := len(p.Spec.Containers), 0, int32(0)
 	status := string(p.Status.Phase)
 	if p.Status.Reason != "" {
 		status = p.Status.Reason
+	}
+	if total == 0 {
+		total = 1
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ready = 1
+			}
+		}
+	}
+	hasRunning := false
+	for i := len(p.Status.ContainerStatuses) - 1; i >= 0; i-- {
+		c := p.Status.ContainerStatuses[i]
+		restarts += c.RestartCount
+		switch st := c.State; {
+		case st.Waiting != nil && st.Waiting.Reason != "":
+			status = st.Waiting.Reason
+		case st.Terminated != nil && st.Terminated.Reason != "":
+			status = st.Terminated.Reason
+		case st.Terminated != nil && st.Terminated.Signal != 0:
+			status = fmt.Sprintf("Signal:%d", st.Terminated.Signal)
+		case st.Terminated != nil:
+			status = fmt.Sprintf("ExitCode:%d", st.Terminated.ExitCode)
+		case c.Ready && st.Running != nil:
+			hasRunning = true
+			ready++
+		}
+	}
+	if status == "Completed" && hasRunning {
+		status = string(corev1.PodRunning)
 	}
 	if status == "" {
 		status = "Pending"
@@ -269,9 +298,17 @@ func podCells(now time.Time, p *corev1.Pod) ([]any, []metav1.TableRowCondition) 
 	}
 	gates := "<none>"
 	if n := len(p.Spec.ReadinessGates); n > 0 {
-		gates = fmt.Sprintf("0/%d", n)
+		met := 0
+		for _, g := range p.Spec.ReadinessGates {
+			for _, c := range p.Status.Conditions {
+				if c.Type == g.ConditionType && c.Status == corev1.ConditionTrue {
+					met++
+				}
+			}
+		}
+		gates = fmt.Sprintf("%d/%d", met, n)
 	}
-	return []any{p.Name, fmt.Sprintf("%d/1", ready), status, "0", Age(now, p.CreationTimestamp.Time),
+	return []any{p.Name, fmt.Sprintf("%d/%d", ready, total), status, fmt.Sprint(restarts), Age(now, p.CreationTimestamp.Time),
 		none(ip), none(p.Spec.NodeName), none(p.Status.NominatedNodeName), gates}, conds
 }
 

@@ -93,3 +93,21 @@ func TestOwnerAndBudgetRows(t *testing.T) {
 		t.Fatalf("%d columns, %d cells", len(tb.ColumnDefinitions), len(tb.Rows[0].Cells))
 	}
 }
+
+func TestPodReadyCountsContainers(t *testing.T) {
+	now := time.Now()
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a"}, {Name: "b"}}, ReadinessGates: []corev1.PodReadinessGate{{ConditionType: "x"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: "x", Status: corev1.ConditionTrue}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "a", Ready: true, State: running}, {Name: "b", Ready: true, State: running, RestartCount: 2}}}}
+	cells, _ := podCells(now, p)
+	if cells[1] != "2/2" || cells[2] != "Running" || cells[3] != "2" || cells[8] != "1/1" {
+		t.Fatalf("cells %v", cells)
+	}
+	p.Status.ContainerStatuses[1] = corev1.ContainerStatus{Name: "b", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}}}
+	p.Status.Phase = corev1.PodFailed
+	if cells, _ := podCells(now, p); cells[1] != "1/2" || cells[2] != "Error" {
+		t.Fatalf("a killed container: %v", cells)
+	}
+}

@@ -5,6 +5,7 @@ package podutil
 
 import (
 	"fmt"
+	k8svalidation "k8s.io/apimachinery/pkg/util/validation"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,6 +102,28 @@ func Validate(prefix string, p *podv1.Pod, now time.Time, lim validation.Limits)
 		add(validation.NodeName(prefix+"spec.nodeName", nn))
 	}
 	l = append(l, validation.Tolerations(prefix+"spec.tolerations", p.GetSpec().GetTolerations(), lim)...)
+	cs := p.GetSpec().GetContainers()
+	if len(cs) > maxContainers {
+		add(ferr(prefix+"spec.containers", "must have at most %d containers (got %d)", maxContainers, len(cs)))
+	}
+	names := map[string]bool{}
+	for i, c := range cs {
+		f := prefix + "spec.containers[" + strconv.Itoa(i) + "]"
+		if errs := k8svalidation.IsDNS1123Label(c.GetName()); len(errs) > 0 {
+			add(ferr(f+".name", "%s", strings.Join(errs, "; ")))
+		}
+		if names[c.GetName()] {
+			add(ferr(f+".name", "duplicate container name %q", c.GetName()))
+		}
+		names[c.GetName()] = true
+		if len(c.GetImage()) > maxImageLength {
+			add(ferr(f+".image", "must be no more than %d characters (got %d)", maxImageLength, len(c.GetImage())))
+		}
+	}
+	if n := len(p.GetSpec().GetReadinessGates()); n > maxContainers {
+		add(ferr(prefix+"spec.readinessGates", "must have at most %d entries (got %d)", maxContainers, n))
+	}
+	l = append(l, validation.Labels(prefix+"spec.nodeSelector", p.GetSpec().GetNodeSelector(), lim.MaxLabels)...)
 	l = append(l, ValidateStatus(prefix+"status", p.GetStatus(), now, lim)...)
 	return l
 }
@@ -138,6 +161,15 @@ func ValidateStatus(field string, st *podv1.PodStatus, now time.Time, lim valida
 	}
 	return l
 }
+
+// maxContainers bounds a pod's containers and readiness gates (upstream
+// has no count limit; its 3 MiB request limit bounds them, and nodepulse
+// keeps pods in the monitor's memory). maxImageLength is an image
+// reference's longest (the registry, path, tag and digest together).
+const (
+	maxContainers  = 64
+	maxImageLength = 4096
+)
 
 func sortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))
