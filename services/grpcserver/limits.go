@@ -113,8 +113,10 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		if n := l.open.Add(1); n > l.max {
 			l.open.Add(-1)
-			_ = c.Close()
+			// Counted before the close: a client that sees its connection
+			// closed also sees it counted.
 			l.m.refused.WithLabelValues(reasonLimit).Inc()
+			_ = c.Close()
 			l.limitLog.log(l.now(), c.RemoteAddr(), zap.Int64("maxConnections", l.max))
 			continue
 		}
