@@ -109,15 +109,21 @@ func (s *nodes) fetch(ctx context.Context, _ string, l labels.Selector, f fields
 	if err != nil {
 		return nil, "", "", continueError(cont, statusError(nodesGR, "Node", "", err))
 	}
-	out := make([]runtime.Object, 0, len(resp.GetNodes()))
-	for _, n := range resp.GetNodes() {
-		k, err := convert.Node(n)
+	out, err := convertAll(resp.GetNodes(), convert.Node)
+	return out, resp.GetResourceVersion(), resp.GetNextPageToken(), err
+}
+
+// convertAll converts a page of records with conv.
+func convertAll[T any, K runtime.Object](items []T, conv func(T) (K, error)) ([]runtime.Object, error) {
+	out := make([]runtime.Object, 0, len(items))
+	for _, it := range items {
+		k, err := conv(it)
 		if err != nil {
-			return nil, "", "", err
+			return nil, err
 		}
 		out = append(out, k)
 	}
-	return out, resp.GetResourceVersion(), resp.GetNextPageToken(), nil
+	return out, nil
 }
 
 // continueError: a continue token the services cannot read is 410, as
@@ -307,15 +313,9 @@ func (s *nodes) Delete(ctx context.Context, name string, deleteValidation rest.V
 	if err != nil {
 		return nil, false, err
 	}
-	if err := checkPreconditions(nodesGR, name, cur, opts); err != nil {
+	if dry, err := admitDelete(ctx, nodesGR, name, cur, deleteValidation, opts); err != nil {
 		return nil, false, err
-	}
-	if deleteValidation != nil {
-		if err := deleteValidation(ctx, cur); err != nil {
-			return nil, false, err
-		}
-	}
-	if len(opts.DryRun) > 0 {
+	} else if dry {
 		return cur, true, nil
 	}
 	resp, err := s.svc.DeleteNode(ctx, &nodev1.DeleteNodeRequest{Name: name})
@@ -324,6 +324,20 @@ func (s *nodes) Delete(ctx context.Context, name string, deleteValidation rest.V
 	}
 	out, err := convert.Node(resp.GetNode())
 	return out, true, err
+}
+
+// admitDelete runs what every delete checks before it writes: the
+// preconditions, admission, and dryRun (true: answer cur, write nothing).
+func admitDelete(ctx context.Context, gr schema.GroupResource, name string, cur runtime.Object, deleteValidation rest.ValidateObjectFunc, opts *metav1.DeleteOptions) (bool, error) {
+	if err := checkPreconditions(gr, name, cur, opts); err != nil {
+		return false, err
+	}
+	if deleteValidation != nil {
+		if err := deleteValidation(ctx, cur); err != nil {
+			return false, err
+		}
+	}
+	return len(opts.DryRun) > 0, nil
 }
 
 // checkPreconditions applies DeleteOptions' uid and resourceVersion.

@@ -378,15 +378,8 @@ func newBudgets(b Backends) *budgets {
 			if err != nil {
 				return nil, "", "", continueError(cont, statusError(s.gr, s.kind, "", err))
 			}
-			var out []runtime.Object
-			for _, b := range resp.GetPodDisruptionBudgets() {
-				k, err := convert.PodDisruptionBudget(b)
-				if err != nil {
-					return nil, "", "", err
-				}
-				out = append(out, k)
-			}
-			return out, resp.GetResourceVersion(), resp.GetNextPageToken(), nil
+			out, err := convertAll(resp.GetPodDisruptionBudgets(), convert.PodDisruptionBudget)
+			return out, resp.GetResourceVersion(), resp.GetNextPageToken(), err
 		}}
 	return s
 }
@@ -438,15 +431,9 @@ func (s *budgets) Delete(ctx context.Context, name string, deleteValidation rest
 	if err != nil {
 		return nil, false, err
 	}
-	if err := checkPreconditions(s.gr, name, cur, opts); err != nil {
+	if dry, err := admitDelete(ctx, s.gr, name, cur, deleteValidation, opts); err != nil {
 		return nil, false, err
-	}
-	if deleteValidation != nil {
-		if err := deleteValidation(ctx, cur); err != nil {
-			return nil, false, err
-		}
-	}
-	if len(opts.DryRun) > 0 {
+	} else if dry {
 		return cur, true, nil
 	}
 	if _, err := s.svc.DeletePodDisruptionBudget(ctx, &nppolicyv1.DeletePodDisruptionBudgetRequest{Namespace: ns, Name: name}); err != nil {
@@ -511,15 +498,8 @@ func newWorkloads(b Backends, sc *runtime.Scheme, wk npappsv1.WorkloadKind, kind
 			if err != nil {
 				return nil, "", "", continueError(cont, statusError(gr, kind, "", err))
 			}
-			var out []runtime.Object
-			for _, w := range resp.GetWorkloads() {
-				o, err := workloadObject(w)
-				if err != nil {
-					return nil, "", "", err
-				}
-				out = append(out, o)
-			}
-			return out, resp.GetResourceVersion(), resp.GetNextPageToken(), nil
+			out, err := convertAll(resp.GetWorkloads(), workloadObject)
+			return out, resp.GetResourceVersion(), resp.GetNextPageToken(), err
 		}}
 	return s
 }
@@ -570,15 +550,9 @@ func (s *workloads) Delete(ctx context.Context, name string, deleteValidation re
 	if err != nil {
 		return nil, false, err
 	}
-	if err := checkPreconditions(s.gr, name, cur, opts); err != nil {
+	if dry, err := admitDelete(ctx, s.gr, name, cur, deleteValidation, opts); err != nil {
 		return nil, false, err
-	}
-	if deleteValidation != nil {
-		if err := deleteValidation(ctx, cur); err != nil {
-			return nil, false, err
-		}
-	}
-	if len(opts.DryRun) > 0 {
+	} else if dry {
 		return cur, true, nil
 	}
 	if _, err := s.svc.DeleteWorkload(ctx, &npappsv1.DeleteWorkloadRequest{Kind: s.wk, Namespace: ns, Name: name}); err != nil {

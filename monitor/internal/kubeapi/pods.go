@@ -80,15 +80,8 @@ func (s *pods) fetch(ctx context.Context, ns string, l labels.Selector, f fields
 	if err != nil {
 		return nil, "", "", continueError(cont, statusError(podsGR, "Pod", "", err))
 	}
-	out := make([]runtime.Object, 0, len(resp.GetPods()))
-	for _, p := range resp.GetPods() {
-		k, err := convert.Pod(p)
-		if err != nil {
-			return nil, "", "", err
-		}
-		out = append(out, k)
-	}
-	return out, resp.GetResourceVersion(), resp.GetNextPageToken(), nil
+	out, err := convertAll(resp.GetPods(), convert.Pod)
+	return out, resp.GetResourceVersion(), resp.GetNextPageToken(), err
 }
 
 // Watch implements rest.Watcher over PodService's watch of the cache.
