@@ -90,6 +90,10 @@ type Config struct {
 	// re-registering at once is served faster at a higher target, for
 	// memory it gives back once the backlog is gone (gcboost).
 	GCPercentBacklog int
+	// DeprecatedMaxClockSkew is --max-clock-skew, which once refused
+	// reporter times that far from this collector's clock and is now
+	// ignored (a warning is logged when set).
+	DeprecatedMaxClockSkew time.Duration
 
 	Ingest  ingest.Config
 	Persist persist.Config
@@ -131,7 +135,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Balance.Tolerance, "balance.tolerance", bc.Tolerance, "ask reporters to move only while holding more than the fair share × (1 + this)")
 	fs.Float64Var(&c.Balance.MaxFraction, "balance.max-fraction", bc.MaxFraction, "ask at most this fraction of the attached reporters to move in one --balance.interval, each at a random moment within it")
 	fs.IntVar(&c.Ingest.MaxStreams, "max-streams", ic.MaxStreams, "open Report streams at most; more are refused with ResourceExhausted")
-	fs.DurationVar(&c.Ingest.Limits.MaxClockSkew, "max-clock-skew", ic.Limits.MaxClockSkew, "timestamps (renewTime, condition times) may be at most this far in the collector's future")
+	fs.DurationVar(&c.DeprecatedMaxClockSkew, "max-clock-skew", 0, "deprecated and ignored: reporter timestamps are no longer refused for being far from the collector's clock (their skew is measured instead: nodepulse_collector_clock_skew_seconds); set --clock-skew-warning on the monitor to be told of skewed nodes")
 	fs.Float64Var(&c.Ingest.MessagesPerSecond, "limits.messages-per-second", ic.MessagesPerSecond, "per-node token bucket rate of Report messages (a reporter on defaults sends ~0.2/s)")
 	fs.IntVar(&c.Ingest.MessageBurst, "limits.message-burst", ic.MessageBurst, "per-node token bucket burst")
 	fs.DurationVar(&c.Ingest.RegisterTimeout, "limits.register-timeout", ic.RegisterTimeout, "a stream must send its Register within this")
@@ -197,9 +201,6 @@ func (c *Config) Validate() error {
 	}
 	if c.Ingest.UnregisteredPerIdentity < 0 || c.Ingest.UnregisteredPerAddress < 0 {
 		errs = append(errs, fmt.Errorf("--limits.unregistered-streams-per-identity and -per-address must not be negative (0: no limit)"))
-	}
-	if c.Ingest.Limits.MaxClockSkew < 0 {
-		errs = append(errs, fmt.Errorf("--max-clock-skew must not be negative"))
 	}
 	return errors.Join(errs...)
 }
@@ -296,6 +297,9 @@ func New(cfg Config, lg *zap.Logger, reg *prometheus.Registry) (*App, error) {
 		adv = advertise(a.grpc.Addr())
 	}
 	a.info = &collectorv1.CollectorInfo{Id: cfg.ID, FeedAddress: adv, StartTime: nodemodel.Timestamp(time.Now()), Version: version.String()}
+	if cfg.DeprecatedMaxClockSkew != 0 {
+		lg.Warn("--max-clock-skew is deprecated and ignored: node times are measured, not refused (nodepulse_collector_clock_skew_seconds; the monitor's --clock-skew-warning)")
+	}
 	lg.Info("collector configured", zap.String("id", cfg.ID), zap.String("grpc", a.grpc.Addr().String()), zap.String("advertise", adv),
 		zap.Bool("insecure", cfg.GRPC.TLS.Insecure), zap.Duration("checkpointInterval", cfg.Persist.CheckpointInterval))
 	return a, nil

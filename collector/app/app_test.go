@@ -29,7 +29,7 @@ func TestFlagsAndEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Ingest.MaxStreams != 7 || cfg.Persist.CheckpointInterval != time.Minute || cfg.Ingest.Limits.MaxClockSkew != 5*time.Second {
+	if cfg.Ingest.MaxStreams != 7 || cfg.Persist.CheckpointInterval != time.Minute || cfg.DeprecatedMaxClockSkew != 5*time.Second {
 		t.Fatalf("config %+v", cfg)
 	}
 	var out strings.Builder

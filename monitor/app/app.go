@@ -162,6 +162,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Lifecycle.SecondaryEvictionRate, "secondary-node-eviction-rate", d.SecondaryEvictionRate, "NoExecute taints per second in a partially disrupted zone larger than --large-cluster-size-threshold (smaller ones stop)")
 	fs.Float64Var(&c.Lifecycle.UnhealthyZoneThreshold, "unhealthy-zone-threshold", d.UnhealthyZoneThreshold, "fraction of not-ready nodes (at least 3) that makes a zone partially disrupted")
 	fs.IntVar(&c.Lifecycle.LargeClusterSizeThreshold, "large-cluster-size-threshold", d.LargeClusterSizeThreshold, "zones with more nodes keep tainting at the secondary rate when partially disrupted")
+	fs.DurationVar(&c.Lifecycle.ClockSkewWarning, "clock-skew-warning", d.ClockSkewWarning, "record a NodeClockSkew warning event for a node whose clock is further than this from its collector's (and NodeClockSkewResolved once within half of it); liveness never depends on node clocks, this only tells (0: no events; the skew is still exported as nodepulse_node_clock_skew_seconds)")
 	ad := admission.DefaultConfig()
 	fs.Int64Var(&c.Admission.NotReadySeconds, "default-not-ready-toleration-seconds", ad.NotReadySeconds,
 		"tolerationSeconds of the node.kubernetes.io/not-ready:NoExecute toleration added to every pod that has none covering it (how long a pod stays on a not-ready node)")

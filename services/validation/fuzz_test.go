@@ -42,9 +42,9 @@ func FuzzReportRequest(f *testing.F) {
 		case *collectorv1.ReportRequest_Register:
 			l = Register(m.Register, now, lim)
 		case *collectorv1.ReportRequest_Lease:
-			l = LeaseRenewal(m.Lease, now.Add(-time.Minute), now, lim)
+			l = LeaseRenewal(m.Lease, lim)
 		case *collectorv1.ReportRequest_Status:
-			l = StatusReport(m.Status, time.Time{}, now, lim)
+			l = StatusReport(m.Status, now, lim)
 		case *collectorv1.ReportRequest_Leaving:
 			l = Leaving(m.Leaving)
 		case *collectorv1.ReportRequest_PodStatus:

@@ -22,10 +22,6 @@ import (
 // Limits bound everything in the input that can grow. Zero values are not
 // "unlimited": use DefaultLimits and change what you need.
 type Limits struct {
-	// MaxClockSkew: timestamps may be at most this far in the checker's
-	// future. Reporter clocks drift; a renewTime an hour ahead would make a
-	// lease look fresh long after its node died.
-	MaxClockSkew time.Duration
 	// MaxLabels per object.
 	MaxLabels int
 	// MaxTaints per node and MaxTolerations per pod.
@@ -49,7 +45,6 @@ type Limits struct {
 // node's status stays a few KiB in etcd.
 func DefaultLimits() Limits {
 	return Limits{
-		MaxClockSkew:     time.Minute,
 		MaxLabels:        64,
 		MaxTaints:        32,
 		MaxTolerations:   32,
@@ -195,7 +190,7 @@ func Taint(field string, t *nodev1.Taint, now time.Time, lim Limits) List {
 		l.add(fieldErr(field+".effect", "%q is not one of %s", truncate(t.GetEffect()), strings.Join(TaintEffects, ", ")))
 	}
 	if t.TimeAdded != nil {
-		l.add(Timestamp(field+".timeAdded", t.GetTimeAdded(), now, lim.MaxClockSkew))
+		l.add(Timestamp(field+".timeAdded", t.GetTimeAdded()))
 	}
 	return l
 }
@@ -316,10 +311,10 @@ func Condition(field string, c *nodev1.NodeCondition, now time.Time, lim Limits)
 		l.add(fieldErr(".message", "must be no more than %d characters (got %d)", lim.MaxMessageLength, len(c.GetMessage())))
 	}
 	if c.LastHeartbeatTime != nil {
-		l.add(Timestamp(".lastHeartbeatTime", c.GetLastHeartbeatTime(), now, lim.MaxClockSkew))
+		l.add(Timestamp(".lastHeartbeatTime", c.GetLastHeartbeatTime()))
 	}
 	if c.LastTransitionTime != nil {
-		l.add(Timestamp(".lastTransitionTime", c.GetLastTransitionTime(), now, lim.MaxClockSkew))
+		l.add(Timestamp(".lastTransitionTime", c.GetLastTransitionTime()))
 	}
 	return l.within(field)
 }
@@ -391,18 +386,22 @@ func Addresses(field string, as []*nodev1.NodeAddress, lim Limits) List {
 	return l
 }
 
-// Timestamp checks a protobuf timestamp: well-formed and at most skew in the
-// future of now.
-func Timestamp(field string, ts *timestamppb.Timestamp, now time.Time, skew time.Duration) *FieldError {
+// Timestamp checks a protobuf timestamp a client sent: set, well-formed
+// (years 1 to 9999, nanos in range: CheckValid) and not before TimeFloor.
+// Nothing else: a time is never refused for being far from the checker's
+// clock. Machines with wrong clocks are common (no NTP at boot, a dead RTC
+// battery, a VM restored from a snapshot), and refusing what they send
+// turned a live machine NotReady; liveness is judged by the control
+// plane's own receipt times, never by these (spec §6.2, ADR 0036).
+func Timestamp(field string, ts *timestamppb.Timestamp) *FieldError {
 	if ts == nil {
 		return fieldErr(field, "must be set")
 	}
 	if err := ts.CheckValid(); err != nil {
 		return fieldErr(field, "invalid timestamp: %v", err)
 	}
-	if t := ts.AsTime(); t.After(now.Add(skew)) {
-		return fieldErr(field, "%s is %s in the future, more than the allowed clock skew of %s",
-			t.UTC().Format(time.RFC3339Nano), t.Sub(now).Round(time.Millisecond), skew)
+	if t := ts.AsTime(); t.Before(TimeFloor) {
+		return fieldErr(field, "%s is before %s: not a time any clock reads", t.UTC().Format(time.RFC3339Nano), TimeFloor.Format(time.RFC3339))
 	}
 	return nil
 }

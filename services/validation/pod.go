@@ -105,7 +105,7 @@ func PodStatus(field string, st *podv1.PodStatus, now time.Time, lim Limits) Lis
 		nc := &nodev1.NodeCondition{Type: c.GetType(), Status: c.GetStatus(), Reason: c.GetReason(), Message: c.GetMessage(), LastTransitionTime: c.GetLastTransitionTime()}
 		l = append(l, Condition(f, nc, now, lim)...)
 		if c.LastProbeTime != nil {
-			l.add(Timestamp(f+".lastProbeTime", c.GetLastProbeTime(), now, lim.MaxClockSkew))
+			l.add(Timestamp(f+".lastProbeTime", c.GetLastProbeTime()))
 		}
 		if seen[c.GetType()] {
 			l.add(fieldErr(f+".type", "duplicate condition type %q", truncate(c.GetType())))
@@ -122,8 +122,7 @@ func PodStatusUpdate(r *collectorv1.PodStatusUpdate, now time.Time, lim Limits) 
 		return List{fieldErr("podStatus", "must be set")}
 	}
 	l := podRef("podStatus", r.GetNamespace(), r.GetName(), r.GetUid())
-	l = append(l, PodStatus("podStatus.status", r.GetStatus(), now, lim)...)
-	return append(l, podTimes("podStatus.status", r.GetStatus())...)
+	return append(l, PodStatus("podStatus.status", r.GetStatus(), now, lim)...)
 }
 
 // PodDelete checks a reporter's request to finish a pod's deletion; the
@@ -137,7 +136,6 @@ func PodDelete(r *collectorv1.PodDelete, now time.Time, lim Limits) List {
 	l := podRef("podDelete", r.GetNamespace(), r.GetName(), r.GetUid())
 	if r.Status != nil {
 		l = append(l, PodStatus("podDelete.status", r.GetStatus(), now, lim)...)
-		l = append(l, podTimes("podDelete.status", r.GetStatus())...)
 		if ph := r.GetStatus().GetPhase(); ph != PodFailed && ph != PodSucceeded {
 			l.add(fieldErr("podDelete.status.phase", "%q is not terminal: a pod is deleted once it is Failed or Succeeded", truncate(ph)))
 		}
@@ -212,7 +210,6 @@ func MirrorPod(r *collectorv1.MirrorPod, now time.Time, lim Limits) List {
 	l = append(l, Tolerations(f+"spec.tolerations", p.GetSpec().GetTolerations(), lim)...)
 	if p.Status != nil {
 		l = append(l, PodStatus(f+"status", p.GetStatus(), now, lim)...)
-		l = append(l, podTimes(f+"status", p.GetStatus())...)
 	}
 	return l
 }

@@ -123,7 +123,8 @@ func TestTaints(t *testing.T) {
 		{"no effect", []*nodev1.Taint{taint("k", "", "")}, "t[0].effect"},
 		{"unknown effect", []*nodev1.Taint{taint("k", "", "NoScheduleX")}, "t[0].effect"},
 		{"duplicate", []*nodev1.Taint{taint("k", "a", "NoSchedule"), taint("k", "b", "NoSchedule")}, "t[1]"},
-		{"future timeAdded", []*nodev1.Taint{{Key: "k", Effect: "NoExecute", TimeAdded: ts(now.Add(time.Hour))}}, "t[0].timeAdded"},
+		{"timeAdded an hour ahead", []*nodev1.Taint{{Key: "k", Effect: "NoExecute", TimeAdded: ts(now.Add(time.Hour))}}, ""},
+		{"timeAdded before 1970", []*nodev1.Taint{{Key: "k", Effect: "NoExecute", TimeAdded: ts(time.Unix(-1, 0))}}, "t[0].timeAdded"},
 		{"null", []*nodev1.Taint{nil}, "t[0]"},
 	}
 	for _, c := range cases {
@@ -188,8 +189,10 @@ func TestConditions(t *testing.T) {
 		{"duplicate", []*nodev1.NodeCondition{cond("Ready", "True"), cond("Ready", "False")}, "c[1].type"},
 		{"long reason", []*nodev1.NodeCondition{{Type: "Ready", Status: "True", Reason: strings.Repeat("R", 1025)}}, "c[0].reason"},
 		{"long message", []*nodev1.NodeCondition{{Type: "Ready", Status: "True", Message: strings.Repeat("m", 4097)}}, "c[0].message"},
-		{"future heartbeat", []*nodev1.NodeCondition{{Type: "Ready", Status: "True", LastHeartbeatTime: ts(now.Add(2 * time.Minute))}}, "c[0].lastHeartbeatTime"},
-		{"future transition", []*nodev1.NodeCondition{{Type: "Ready", Status: "True", LastTransitionTime: ts(now.Add(24 * time.Hour))}}, "c[0].lastTransitionTime"},
+		{"heartbeat ahead", []*nodev1.NodeCondition{{Type: "Ready", Status: "True", LastHeartbeatTime: ts(now.Add(2 * time.Minute))}}, ""},
+		{"transition ahead", []*nodev1.NodeCondition{{Type: "Ready", Status: "True", LastTransitionTime: ts(now.Add(24 * time.Hour))}}, ""},
+		{"heartbeat before 1970", []*nodev1.NodeCondition{{Type: "Ready", Status: "True", LastHeartbeatTime: ts(time.Unix(-1, 0))}}, "c[0].lastHeartbeatTime"},
+		{"transition invalid", []*nodev1.NodeCondition{{Type: "Ready", Status: "True", LastTransitionTime: &timestamppb.Timestamp{Seconds: 1, Nanos: -1}}}, "c[0].lastTransitionTime"},
 		{"invalid timestamp", []*nodev1.NodeCondition{{Type: "Ready", Status: "True", LastTransitionTime: &timestamppb.Timestamp{Seconds: 1, Nanos: -1}}}, "c[0].lastTransitionTime"},
 		{"null", []*nodev1.NodeCondition{nil}, "c[0]"},
 	}
@@ -260,14 +263,20 @@ func TestTimestamp(t *testing.T) {
 		f    string
 	}{
 		{"now", ts(now), ""},
-		{"past", ts(now.Add(-24 * time.Hour)), ""},
-		{"within skew", ts(now.Add(59 * time.Second)), ""},
-		{"beyond skew", ts(now.Add(61 * time.Second)), "x"},
+		// Any time a clock can read, however far from the checker's.
+		{"a day ago", ts(now.Add(-24 * time.Hour)), ""},
+		{"a year ahead", ts(now.Add(365 * 24 * time.Hour)), ""},
+		{"the epoch", ts(time.Unix(0, 0)), ""},
+		{"year 9999", ts(time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)), ""},
+		// What no clock reads.
+		{"1969", ts(time.Unix(-1, 0)), "x"},
+		{"year 1", ts(time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)), "x"},
 		{"nil", nil, "x"},
 		{"out of range", &timestamppb.Timestamp{Seconds: 1 << 62}, "x"},
+		{"negative nanos", &timestamppb.Timestamp{Seconds: now.Unix(), Nanos: -5}, "x"},
 	}
 	for _, c := range cases {
-		check(t, "Timestamp/"+c.name, asErr(Timestamp("x", c.ts, now, time.Minute)), c.f)
+		check(t, "Timestamp/"+c.name, asErr(Timestamp("x", c.ts)), c.f)
 	}
 }
 
@@ -287,7 +296,7 @@ func validStatus() *nodev1.NodeStatus {
 
 func TestStatusReport(t *testing.T) {
 	lim := DefaultLimits()
-	check(t, "Status/valid", StatusReport(&collectorv1.StatusReport{Status: validStatus()}, time.Time{}, now, lim).Err(), "")
+	check(t, "Status/valid", StatusReport(&collectorv1.StatusReport{Status: validStatus()}, now, lim).Err(), "")
 	cases := []struct {
 		name  string
 		mut   func(*nodev1.NodeStatus)
@@ -302,24 +311,19 @@ func TestStatusReport(t *testing.T) {
 		{"resource name", func(s *nodev1.NodeStatus) { s.Capacity["bad name!"] = "1" }, "status.capacity[bad name!]"},
 		{"condition type", func(s *nodev1.NodeStatus) { s.Conditions[0].Type = "" }, "status.conditions[0].type"},
 		{"duplicate condition", func(s *nodev1.NodeStatus) { s.Conditions[1].Type = "MemoryPressure" }, "status.conditions[1].type"},
-		{"heartbeat in the future", func(s *nodev1.NodeStatus) { s.Conditions[1].LastHeartbeatTime = ts(now.Add(time.Hour)) }, "status.conditions[1].lastHeartbeatTime"},
-		// Issue 32, finding 3: heartbeats dated year 1, 1970 or a day ago
-		// were stored as durable.
+		// A node's clock is never a reason to refuse (ADR 0036); only a
+		// time no clock reads is.
+		{"heartbeat an hour ahead", func(s *nodev1.NodeStatus) { s.Conditions[1].LastHeartbeatTime = ts(now.Add(time.Hour)) }, ""},
+		{"heartbeat a year behind", func(s *nodev1.NodeStatus) { s.Conditions[1].LastHeartbeatTime = ts(now.Add(-365 * 24 * time.Hour)) }, ""},
 		{"heartbeat year 1", func(s *nodev1.NodeStatus) {
 			s.Conditions[1].LastHeartbeatTime = ts(time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC))
 		}, "status.conditions[1].lastHeartbeatTime"},
-		{"heartbeat 1970", func(s *nodev1.NodeStatus) { s.Conditions[0].LastHeartbeatTime = ts(time.Unix(0, 0)) }, "status.conditions[0].lastHeartbeatTime"},
-		{"heartbeat a day ago", func(s *nodev1.NodeStatus) { s.Conditions[1].LastHeartbeatTime = ts(now.Add(-24 * time.Hour)) }, "status.conditions[1].lastHeartbeatTime"},
-		{"heartbeat beyond the skew", func(s *nodev1.NodeStatus) {
-			s.Conditions[1].LastHeartbeatTime = ts(now.Add(-lim.MaxClockSkew - time.Second))
-		}, "status.conditions[1].lastHeartbeatTime"},
-		{"heartbeat within the skew", func(s *nodev1.NodeStatus) {
-			s.Conditions[1].LastHeartbeatTime = ts(now.Add(-lim.MaxClockSkew + time.Second))
-		}, ""},
+		{"heartbeat 1969", func(s *nodev1.NodeStatus) { s.Conditions[0].LastHeartbeatTime = ts(time.Unix(-1, 0)) }, "status.conditions[0].lastHeartbeatTime"},
 		{"transition long ago", func(s *nodev1.NodeStatus) {
 			s.Conditions[1].LastTransitionTime = ts(now.Add(-3 * 365 * 24 * time.Hour))
 		}, ""},
-		{"transition 1970", func(s *nodev1.NodeStatus) { s.Conditions[1].LastTransitionTime = ts(time.Unix(0, 0)) }, "status.conditions[1].lastTransitionTime"},
+		{"transition a year ahead", func(s *nodev1.NodeStatus) { s.Conditions[1].LastTransitionTime = ts(now.Add(365 * 24 * time.Hour)) }, ""},
+		{"transition before 1970", func(s *nodev1.NodeStatus) { s.Conditions[1].LastTransitionTime = ts(time.Unix(-86400, 0)) }, "status.conditions[1].lastTransitionTime"},
 		{"null condition", func(s *nodev1.NodeStatus) { s.Conditions[1] = nil }, "status.conditions[1]"},
 		{"duplicate address", func(s *nodev1.NodeStatus) { s.Addresses[1] = s.Addresses[0] }, "status.addresses[1]"},
 		{"address type", func(s *nodev1.NodeStatus) { s.Addresses[1].Type = "Elsewhere" }, "status.addresses[1].type"},
@@ -332,20 +336,14 @@ func TestStatusReport(t *testing.T) {
 	for _, c := range cases {
 		s := validStatus()
 		c.mut(s)
-		check(t, "Status/"+c.name, StatusReport(&collectorv1.StatusReport{Status: s}, time.Time{}, now, lim).Err(), c.field)
+		check(t, "Status/"+c.name, StatusReport(&collectorv1.StatusReport{Status: s}, now, lim).Err(), c.field)
 	}
-	check(t, "Status/missing", StatusReport(&collectorv1.StatusReport{}, time.Time{}, now, lim).Err(), "status")
-	// Against the node's last accepted heartbeat: at most the skew before it.
-	last := now.Add(lim.MaxClockSkew) // the reporter's clock was a skew ahead
-	st := validStatus()
-	check(t, "Status/behind the last heartbeat within the skew", StatusReport(&collectorv1.StatusReport{Status: st}, last, now, lim).Err(), "")
-	st.Conditions[1].LastHeartbeatTime = ts(now.Add(-time.Second))
-	check(t, "Status/behind the last heartbeat beyond the skew", StatusReport(&collectorv1.StatusReport{Status: st}, last, now, lim).Err(), "status.conditions[1].lastHeartbeatTime")
+	check(t, "Status/missing", StatusReport(&collectorv1.StatusReport{}, now, lim).Err(), "status")
 
 	// Maps are walked in random order; their errors come out by key.
 	s := validStatus()
 	s.Capacity["zz.example.com/b"], s.Capacity["aa.example.com/a"], s.Capacity["mm.example.com/c"] = "-1", "x", "-2"
-	l := StatusReport(&collectorv1.StatusReport{Status: s}, time.Time{}, now, lim)
+	l := StatusReport(&collectorv1.StatusReport{Status: s}, now, lim)
 	var got []string
 	for _, e := range l {
 		got = append(got, e.Field)
@@ -374,7 +372,8 @@ func TestRegister(t *testing.T) {
 		{"taint", func(r *collectorv1.Register) { r.RegisterWithTaints[0].Effect = "Never" }, "register.registerWithTaints[0].effect"},
 		{"version", func(r *collectorv1.Register) { r.ReporterVersion = strings.Repeat("v", 257) }, "register.reporterVersion"},
 		{"reporter id", func(r *collectorv1.Register) { r.ReporterId = strings.Repeat("i", 257) }, "register.reporterId"},
-		{"taint added in 1970", func(r *collectorv1.Register) { r.RegisterWithTaints[0].TimeAdded = ts(time.Unix(0, 0)) }, "register.registerWithTaints[0].timeAdded"},
+		{"taint added before 1970", func(r *collectorv1.Register) { r.RegisterWithTaints[0].TimeAdded = ts(time.Unix(-1, 0)) }, "register.registerWithTaints[0].timeAdded"},
+		{"taint added a year ahead", func(r *collectorv1.Register) { r.RegisterWithTaints[0].TimeAdded = ts(now.Add(365 * 24 * time.Hour)) }, ""},
 		{"taint added long ago", func(r *collectorv1.Register) { r.RegisterWithTaints[0].TimeAdded = ts(now.Add(-1000 * time.Hour)) }, ""},
 	}
 	for _, c := range cases {
@@ -387,35 +386,29 @@ func TestRegister(t *testing.T) {
 
 func TestLeaseRenewal(t *testing.T) {
 	lim := DefaultLimits()
-	prev := now.Add(-10 * time.Second)
+	const year = 365 * 24 * time.Hour
 	cases := []struct {
 		name  string
 		r     *collectorv1.LeaseRenewal
-		prev  time.Time
 		field string
 	}{
-		{"first", &collectorv1.LeaseRenewal{RenewTime: ts(now), LeaseDurationSeconds: 40}, time.Time{}, ""},
-		{"advances", &collectorv1.LeaseRenewal{RenewTime: ts(now), LeaseDurationSeconds: 40}, prev, ""},
-		{"same time again", &collectorv1.LeaseRenewal{RenewTime: ts(prev), LeaseDurationSeconds: 40}, prev, ""},
-		{"small skew", &collectorv1.LeaseRenewal{RenewTime: ts(now.Add(5 * time.Second)), LeaseDurationSeconds: 40}, prev, ""},
-		// A reporter clock stepped back within the skew is not refused;
-		// beyond it, it is, against the collector's clock and against the
-		// node's previous renewal (issue 32, finding 3).
-		{"backwards within the skew", &collectorv1.LeaseRenewal{RenewTime: ts(prev.Add(-30 * time.Second)), LeaseDurationSeconds: 40}, prev, ""},
-		{"behind the collector within the skew", &collectorv1.LeaseRenewal{RenewTime: ts(now.Add(-lim.MaxClockSkew)), LeaseDurationSeconds: 40}, time.Time{}, ""},
-		{"behind the collector beyond the skew", &collectorv1.LeaseRenewal{RenewTime: ts(now.Add(-lim.MaxClockSkew - time.Millisecond)), LeaseDurationSeconds: 40}, time.Time{}, "lease.renewTime"},
-		{"behind the previous beyond the skew", &collectorv1.LeaseRenewal{RenewTime: ts(now.Add(-lim.MaxClockSkew / 2)), LeaseDurationSeconds: 40}, now.Add(lim.MaxClockSkew), "lease.renewTime"},
-		{"year 1", &collectorv1.LeaseRenewal{RenewTime: ts(time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)), LeaseDurationSeconds: 40}, time.Time{}, "lease.renewTime"},
-		{"1970", &collectorv1.LeaseRenewal{RenewTime: ts(time.Unix(0, 0)), LeaseDurationSeconds: 40}, prev, "lease.renewTime"},
-		{"a day ago", &collectorv1.LeaseRenewal{RenewTime: ts(now.Add(-24 * time.Hour)), LeaseDurationSeconds: 40}, time.Time{}, "lease.renewTime"},
-		{"future", &collectorv1.LeaseRenewal{RenewTime: ts(now.Add(time.Hour)), LeaseDurationSeconds: 40}, prev, "lease.renewTime"},
-		{"missing time", &collectorv1.LeaseRenewal{LeaseDurationSeconds: 40}, prev, "lease.renewTime"},
-		{"zero duration", &collectorv1.LeaseRenewal{RenewTime: ts(now)}, prev, "lease.leaseDurationSeconds"},
-		{"negative duration", &collectorv1.LeaseRenewal{RenewTime: ts(now), LeaseDurationSeconds: -1}, prev, "lease.leaseDurationSeconds"},
-		{"huge duration", &collectorv1.LeaseRenewal{RenewTime: ts(now), LeaseDurationSeconds: 86400}, prev, "lease.leaseDurationSeconds"},
+		{"now", &collectorv1.LeaseRenewal{RenewTime: ts(now), LeaseDurationSeconds: 40}, ""},
+		// The node's clock, however far off, is measured, not refused.
+		{"a year behind", &collectorv1.LeaseRenewal{RenewTime: ts(now.Add(-year)), LeaseDurationSeconds: 40}, ""},
+		{"an hour ahead", &collectorv1.LeaseRenewal{RenewTime: ts(now.Add(time.Hour)), LeaseDurationSeconds: 40}, ""},
+		{"a year ahead", &collectorv1.LeaseRenewal{RenewTime: ts(now.Add(year)), LeaseDurationSeconds: 40}, ""},
+		{"the epoch (a clock never set)", &collectorv1.LeaseRenewal{RenewTime: ts(time.Unix(0, 0)), LeaseDurationSeconds: 40}, ""},
+		{"year 1", &collectorv1.LeaseRenewal{RenewTime: ts(time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)), LeaseDurationSeconds: 40}, "lease.renewTime"},
+		{"1969", &collectorv1.LeaseRenewal{RenewTime: ts(time.Unix(-1, 0)), LeaseDurationSeconds: 40}, "lease.renewTime"},
+		{"beyond 9999", &collectorv1.LeaseRenewal{RenewTime: &timestamppb.Timestamp{Seconds: 253402300800}, LeaseDurationSeconds: 40}, "lease.renewTime"},
+		{"nanos out of range", &collectorv1.LeaseRenewal{RenewTime: &timestamppb.Timestamp{Seconds: now.Unix(), Nanos: 1e9}, LeaseDurationSeconds: 40}, "lease.renewTime"},
+		{"missing time", &collectorv1.LeaseRenewal{LeaseDurationSeconds: 40}, "lease.renewTime"},
+		{"zero duration", &collectorv1.LeaseRenewal{RenewTime: ts(now)}, "lease.leaseDurationSeconds"},
+		{"negative duration", &collectorv1.LeaseRenewal{RenewTime: ts(now), LeaseDurationSeconds: -1}, "lease.leaseDurationSeconds"},
+		{"huge duration", &collectorv1.LeaseRenewal{RenewTime: ts(now), LeaseDurationSeconds: 86400}, "lease.leaseDurationSeconds"},
 	}
 	for _, c := range cases {
-		check(t, "Lease/"+c.name, LeaseRenewal(c.r, c.prev, now, lim).Err(), c.field)
+		check(t, "Lease/"+c.name, LeaseRenewal(c.r, lim).Err(), c.field)
 	}
 	check(t, "Leaving/long", Leaving(&collectorv1.Leaving{Reason: strings.Repeat("r", 300)}).Err(), "leaving.reason")
 	check(t, "Leaving/ok", Leaving(&collectorv1.Leaving{Reason: "shutdown"}).Err(), "")

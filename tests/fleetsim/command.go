@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -75,6 +76,7 @@ type CommandConfig struct {
 	MemoryLimitMiB int64
 
 	leaseSeconds int
+	clockSkews   string
 }
 
 // RegisterFlags adds the simulator's flags.
@@ -92,6 +94,8 @@ func (c *CommandConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.Region, "region", d.Region, "region label of every node")
 	fs.IntVar(&s.DiskPressureEvery, "disk-pressure-every", d.DiskPressureEvery, "one node in this many reports DiskPressure=True (0: none)")
 	fs.BoolVar(&s.LeaveOnExit, "leave-on-exit", d.LeaveOnExit, "send Leaving on every stream when the simulation stops")
+	fs.StringVar(&c.clockSkews, "clock-skews", "", "comma-separated clock skews (e.g. -8760h,-10m,-2m,2m,1h,8760h) given in turn to one node in --clock-skew-every: their every time (renewals, heartbeats, transitions) is off by it; empty: every clock right")
+	fs.IntVar(&s.ClockSkewEvery, "clock-skew-every", 10, "with --clock-skews: node i is skewed when i is a multiple of this (10: a tenth of the fleet)")
 	fs.StringVar(&c.FaultScript, "faults", "", "fault script, lines separated by ';' (see above)")
 	fs.StringVar(&c.FaultFile, "fault-file", "", "file with one fault per line")
 	fs.IntVar(&c.GCPercent, "runtime.gc-percent", 400, "Go GC target percentage of the simulator when the GOGC environment variable is not set (0: Go's default, 100). A load generator's garbage collections delay its own sends and the reading of acks: at 100,000 virtual nodes each cycle at a target of 100 stalled them for 1-4 s every 35-70 s, which a benchmark then reports as the collector's latency and as a burst in the offered load; 400 collects about a quarter as often, for ~4x the heap. Negative: off, collect only near --runtime.memory-limit-mib (which it then requires); Go's collection forced every two minutes is skipped too, so a benchmark's load generator stops stalling the load it offers")
@@ -131,6 +135,18 @@ func Main(ctx context.Context, args []string) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	cfg.Sim.LeaseDurationSeconds = int32(cfg.leaseSeconds)
+	if cfg.clockSkews != "" {
+		for f := range strings.SplitSeq(cfg.clockSkews, ",") {
+			d, err := time.ParseDuration(strings.TrimPrefix(strings.TrimSpace(f), "+"))
+			if err != nil {
+				return fmt.Errorf("--clock-skews: %q: %w", f, err)
+			}
+			cfg.Sim.ClockSkews = append(cfg.Sim.ClockSkews, d)
+		}
+		if cfg.Sim.ClockSkewEvery <= 0 {
+			return fmt.Errorf("--clock-skew-every must be positive with --clock-skews, got %d", cfg.Sim.ClockSkewEvery)
+		}
+	}
 	lg, err := logging.New(cfg.Log, "fleetsim")
 	if err != nil {
 		return err

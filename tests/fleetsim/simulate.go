@@ -91,6 +91,21 @@ type Config struct {
 	// Record, when set, receives every status sent and every durable ack
 	// (the robustness suite's checker reads it).
 	Record *Recorder
+	// ClockSkews and ClockSkewEvery: one node in ClockSkewEvery (node i
+	// with i % ClockSkewEvery == 0) has a clock off by one of ClockSkews,
+	// in turn, in every time it sends (renewals, heartbeats, transition
+	// times); the rest keep the machine's clock. Machines with wrong
+	// clocks, for the clock drills (0 or none: every clock right).
+	ClockSkews     []time.Duration
+	ClockSkewEvery int
+}
+
+// ClockSkew is node i's standing clock skew (Config.ClockSkews).
+func (c Config) ClockSkew(i int) time.Duration {
+	if c.ClockSkewEvery <= 0 || len(c.ClockSkews) == 0 || i%c.ClockSkewEvery != 0 {
+		return 0
+	}
+	return c.ClockSkews[(i/c.ClockSkewEvery)%len(c.ClockSkews)]
 }
 
 // DefaultConfig returns sensible defaults.
@@ -582,13 +597,14 @@ func (s *Simulator) status(i int, n *vnode, now time.Time) *nodev1.NodeStatus {
 	ip := net.IPv4(10, byte(i>>16), byte(i>>8), byte(i))
 	cfg := s.setCfg
 	cfg.NodeName = s.Name(i)
-	reg := nodemodel.Timestamp(time.Unix(0, n.bootTime))
+	skew := s.cfg.ClockSkew(i)
+	reg := nodemodel.Timestamp(time.Unix(0, n.bootTime).Add(skew))
 	memStatus, memSince := nodemodel.False, reg
 	if n.memSent {
 		memStatus = nodemodel.True
 	}
 	if n.memSince != 0 {
-		memSince = nodemodel.Timestamp(time.Unix(0, n.memSince))
+		memSince = nodemodel.Timestamp(time.Unix(0, n.memSince).Add(skew))
 	}
 	diskStatus := nodemodel.False
 	if diskPressure {
@@ -866,9 +882,10 @@ func (c *conn) handle(e event) {
 	}
 }
 
-// stamp is t on the nodes' (possibly stepped) clock.
-func (s *Simulator) stamp(t time.Time) time.Time {
-	return t.Add(time.Duration(s.clockOffset.Load()))
+// stamp is t on node i's clock: stepped by the clock faults, and off by
+// its standing skew.
+func (s *Simulator) stamp(i int, t time.Time) time.Time {
+	return t.Add(time.Duration(s.clockOffset.Load()) + s.cfg.ClockSkew(i))
 }
 
 func (c *conn) send(n *vnode, req *collectorv1.ReportRequest) bool {
@@ -919,7 +936,7 @@ func (c *conn) lease(i int, n *vnode, now time.Time, registered bool, due int64)
 		c.leaseReq = &collectorv1.ReportRequest{Message: &collectorv1.ReportRequest_Lease{Lease: &collectorv1.LeaseRenewal{}}}
 	}
 	n.leaseSentAt.Store(now.UnixNano())
-	if c.send(n, n.sess.Renewal(s.stamp(now), s.cfg.LeaseDurationSeconds, c.leaseReq)) {
+	if c.send(n, n.sess.Renewal(s.stamp(i, now), s.cfg.LeaseDurationSeconds, c.leaseReq)) {
 		n.sess.Renewed()
 		n.leaseSeq.Store(n.sess.Seq())
 		s.m.renewals.Inc()
@@ -944,7 +961,7 @@ func (c *conn) lease(i int, n *vnode, now time.Time, registered bool, due int64)
 func (c *conn) sendStatus(i int, n *vnode, now time.Time, registered bool) {
 	s := c.sim
 	changed := registered || !n.sentStatus || n.memSent != (n.flags.Load()&flagMemPressure != 0)
-	st := s.status(i, n, s.stamp(now))
+	st := s.status(i, n, s.stamp(i, now))
 	req := stream.StatusRequest(st)
 	if s.cfg.Record != nil && n.flags.Load()&flagPartitioned == 0 {
 		// Recorded before it is sent, with the number send will give it:

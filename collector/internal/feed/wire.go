@@ -31,6 +31,7 @@ const (
 	fieldEventSeconds   = 4 // LivenessEvent.lease_duration_seconds
 	fieldEventRetry     = 5 // LivenessEvent.retry_within
 	fieldEventStatusHB  = 6 // LivenessEvent.status_heartbeat_time
+	fieldEventReceived  = 7 // LivenessEvent.received_time
 	fieldSeconds        = 1 // Timestamp.seconds, Duration.seconds
 	fieldNanos          = 2 // Timestamp.nanos, Duration.nanos
 )
@@ -58,6 +59,11 @@ func appendEvent(b []byte, e *live.Event) []byte {
 	if e.RetryWithin > 0 {
 		ds, dn = int64(e.RetryWithin/time.Second), int64(e.RetryWithin%time.Second)
 	}
+	var qs, qn int64
+	if e.Received != 0 {
+		q := time.Unix(0, e.Received) // normalised: nanos in [0, 1e9)
+		qs, qn = q.Unix(), int64(q.Nanosecond())
+	}
 	size := 0
 	if e.Name != "" {
 		size += protowire.SizeTag(fieldEventName) + protowire.SizeBytes(len(e.Name))
@@ -73,6 +79,9 @@ func appendEvent(b []byte, e *live.Event) []byte {
 	}
 	if e.RetryWithin > 0 {
 		size += protowire.SizeTag(fieldEventRetry) + protowire.SizeBytes(pairSize(ds, dn))
+	}
+	if e.Received != 0 {
+		size += protowire.SizeTag(fieldEventReceived) + protowire.SizeBytes(pairSize(qs, qn))
 	}
 	b = protowire.AppendTag(b, fieldResponseEvents, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(size))
@@ -93,6 +102,9 @@ func appendEvent(b []byte, e *live.Event) []byte {
 	}
 	if e.RetryWithin > 0 {
 		b = appendPair(b, fieldEventRetry, ds, dn)
+	}
+	if e.Received != 0 {
+		b = appendPair(b, fieldEventReceived, qs, qn)
 	}
 	return b
 }

@@ -38,6 +38,7 @@ func randomEvent(r *rand.Rand) live.Event {
 		Kind:            collectorv1.LivenessEventKind(r.IntN(7)),
 		DurationSeconds: int32(pick(0, 40, -1, math.MaxInt32, math.MinInt32, r.Int64N(3600))),
 		RetryWithin:     time.Duration(pick(0, -5, 1, int64(time.Second), int64(90*time.Second+7), r.Int64())),
+		Received:        pick(0, -1, 1, int64(time.Second), 1_800_000_000_123_456_789, r.Int64()),
 	}
 	switch r.IntN(4) {
 	case 0: // zero: no renew_time
@@ -76,6 +77,9 @@ func TestEventsDecodeAsProtoObjects(t *testing.T) {
 				pb.StatusHeartbeatTime = timestamppb.New(e.RenewTime)
 			default:
 				pb.RenewTime = timestamppb.New(e.RenewTime)
+			}
+			if e.Received != 0 {
+				pb.ReceivedTime = timestamppb.New(time.Unix(0, e.Received))
 			}
 			if e.RetryWithin > 0 {
 				pb.RetryWithin = durationpb.New(e.RetryWithin)

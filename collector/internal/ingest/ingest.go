@@ -533,7 +533,7 @@ func (s *Server) serve(st *stream, timer *time.Timer) error {
 	// Deferred, so a panic in the loop (recovered by the interceptor) still
 	// detaches the stream.
 	defer func() { s.detach(st, s.streamEnd(st, err)) }()
-	err = s.loop(st, rq.seq, nodemodel.ReportedHeartbeat(rq.res.Status))
+	err = s.loop(st, rq.seq)
 	return err
 }
 

@@ -71,24 +71,18 @@ type conn struct {
 	lim          bucket
 	lastSeq      uint64
 	lastRenew    time.Time // the last renewTime forwarded (advancing)
-	lastSent     int64     // the last renewTime the reporter sent, Unix ns (0: none): the floor of the next (validation)
 	lastSeconds  int32     // the last renewal's lease duration, for empty ones
 	lastArrival  time.Time // this collector's clock when the last renewal arrived
 	lastSlowDown time.Time
-	// lastHeartbeat: the heartbeat of the node's last accepted status
-	// report (seeded from the stored status), the floor of the next
-	// report's (validation.StatusReport); Unix ns, 0: none. Unix ns
-	// rather than a time.Time here and in lastSent: a conn per node.
-	lastHeartbeat int64
-	renewed       bool
-	left          bool // Leaving was acked: nothing but the end of the stream
+	renewed      bool
+	left         bool // Leaving was acked: nothing but the end of the stream
 }
 
 // loop serves an attached stream until the reporter ends it or a message
 // ends it; server-side ends are the handler's (see stream). Each message
 // is processed inline; status writes go to the stream's status writer.
-func (s *Server) loop(st *stream, registerSeq uint64, lastHeartbeat time.Time) error {
-	c := &conn{s: s, st: st, lim: bucket{tokens: float64(s.cfg.MessageBurst), last: s.now()}, lastSeq: registerSeq, lastHeartbeat: unixNano(lastHeartbeat)}
+func (s *Server) loop(st *stream, registerSeq uint64) error {
+	c := &conn{s: s, st: st, lim: bucket{tokens: float64(s.cfg.MessageBurst), last: s.now()}, lastSeq: registerSeq}
 	for {
 		if err := st.srv.RecvMsg(&c.rb); err != nil {
 			if errors.Is(err, io.EOF) {
@@ -151,16 +145,15 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 	}
 	switch msg := m.GetMessage().(type) {
 	case *collectorv1.ReportRequest_Lease:
-		if l := validation.LeaseRenewal(msg.Lease, fromUnixNano(c.lastSent), now, s.cfg.Limits); len(l) > 0 {
+		if l := validation.LeaseRenewal(msg.Lease, s.cfg.Limits); len(l) > 0 {
 			return c.refuseInvalid("lease", seq, l)
 		}
-		// Forwarded renewTimes advance: the monitors take one that does
-		// not as no news. A renewal dated before the previous one (the
-		// reporter's clock stepped back, within the skew validation
-		// allows) is dated like an empty renewal instead: the previous
-		// one plus what this collector measured between their arrivals.
+		// Forwarded renewTimes advance on a stream: the monitors take one
+		// that does not as no news. A renewal dated before the previous
+		// one (the reporter's clock stepped back, by any amount) is dated
+		// like an empty renewal instead: the previous one plus what this
+		// collector measured between their arrivals.
 		rt := msg.Lease.GetRenewTime().AsTime()
-		c.lastSent = unixNano(rt)
 		if !c.lastRenew.IsZero() && rt.Before(c.lastRenew) {
 			rt = c.emptyRenewTime(now)
 		}
@@ -179,7 +172,7 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 		return nil
 	case *collectorv1.ReportRequest_Status:
 		var l validation.List
-		onFreshStack(func() { l = validation.StatusReport(msg.Status, fromUnixNano(c.lastHeartbeat), now, s.cfg.Limits) }) // deep: off the stream's stack
+		onFreshStack(func() { l = validation.StatusReport(msg.Status, now, s.cfg.Limits) }) // deep: off the stream's stack
 		if len(l) > 0 {
 			return c.refuseInvalid("status", seq, l)
 		}
@@ -189,14 +182,9 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 			s.m.statusUnavailable.Inc()
 			return c.refuse(seq, codes.Unavailable, "", "etcd unavailable: status not stored", s.cfg.RetryAfter)
 		}
-		if !s.submitStatus(st, seq, msg.Status.GetStatus()) {
+		if !s.submitStatus(st, seq, msg.Status.GetStatus(), now) {
 			s.m.statusBusy.Inc()
 			return c.refuse(seq, codes.ResourceExhausted, "", "too many status reports waiting for etcd on this stream", s.p.StatusRetryAfter())
-		}
-		// The last accepted, not the latest: a clock that stepped ahead
-		// and back is judged against where it is now.
-		if hb := nodemodel.ReportedHeartbeat(msg.Status.GetStatus()); !hb.IsZero() {
-			c.lastHeartbeat = unixNano(hb)
 		}
 		return nil
 	case *collectorv1.ReportRequest_Leaving:
@@ -219,25 +207,6 @@ func (c *conn) handle(m *collectorv1.ReportRequest) error {
 		s.m.validation.WithLabelValues("message").Inc()
 		return c.refuse(seq, codes.InvalidArgument, "message", "must be one of register, lease, status, leaving", 0)
 	}
-}
-
-// unixNano is t in Unix nanoseconds; 0 (none) for the zero time and for
-// times before validation.TimeFloor or after what Unix ns holds (2262). A
-// status stored before these bounds existed may carry a heartbeat in the
-// year 1, which UnixNano cannot represent; it bounds nothing.
-func unixNano(t time.Time) int64 {
-	if t.Before(validation.TimeFloor) || t.Year() >= 2262 {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-// fromUnixNano reverses unixNano: the zero time for 0.
-func fromUnixNano(ns int64) time.Time {
-	if ns == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, ns)
 }
 
 // afterLeaving ends a stream that sent anything after its Leaving: the
@@ -324,7 +293,11 @@ func kindOf(m *collectorv1.ReportRequest) string {
 // frequency old (spec §6.7). Once per report, not per renewal.
 func (s *Server) statusReported(st *stream, j statusJob) {
 	if hb := nodemodel.ReportedHeartbeat(j.status); !hb.IsZero() {
-		st.ref.StatusReported(hb)
+		// How far the node's clock is from this collector's, as the
+		// report's heartbeat (stamped when the reporter sent it) says:
+		// measured, never refused (ADR 0036).
+		s.m.clockSkew.Observe(hb.Sub(j.received).Abs().Seconds())
+		st.ref.StatusReported(hb, j.received)
 	}
 }
 

@@ -21,6 +21,8 @@ type metrics struct {
 	queued     prometheus.Counter
 	// Rebalancing (rebalance.go).
 	movesRequested, movesAccepted, hints prometheus.Counter
+	// clockSkew: how far reporters' clocks are from this collector's.
+	clockSkew prometheus.Observer
 
 	// Children resolved once: the per-message path does no label lookup.
 	leaseOK, statusOK, statusUnchanged, statusBusy, statusUnavailable, leavingOK prometheus.Counter
@@ -50,13 +52,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		movesAccepted: metric.Counter("nodepulse_collector_balance_moves_accepted_total",
 			"Reporters asked to move for balance whose stream then ended from their side (they reconnected elsewhere, or back here)."),
 	}
+	skew := metric.HistogramVec("nodepulse_collector_clock_skew_seconds",
+		"How far each stored status report's heartbeat (the node's clock when it sent the report) is from this collector's clock when the report arrived, either way: the fleet's clock skew. Measured, never refused; the monitor shows each node's as nodepulse_node_clock_skew_seconds.",
+		[]float64{0.1, 1, 10, 60, 600, 3600, 86400, 31536000})
+	m.clockSkew = skew.WithLabelValues()
 	m.leaseOK = m.messages.WithLabelValues("lease", "ok")
 	m.statusOK = m.messages.WithLabelValues("status", "ok")
 	m.statusUnchanged = m.messages.WithLabelValues("status", "unchanged")
 	m.statusBusy = m.messages.WithLabelValues("status", "busy")
 	m.statusUnavailable = m.messages.WithLabelValues("status", "unavailable")
 	m.leavingOK = m.messages.WithLabelValues("leaving", "ok")
-	if err := metric.Register(reg, m.streams, m.pending, m.messages, m.validation, m.rejected, m.detached, m.waiting, m.queued, m.movesRequested, m.movesAccepted, m.hints); err != nil {
+	if err := metric.Register(reg, m.streams, m.pending, m.messages, m.validation, m.rejected, m.detached, m.waiting, m.queued, m.movesRequested, m.movesAccepted, m.hints, skew); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -92,6 +92,10 @@ type stream struct {
 type statusJob struct {
 	seq    uint64
 	status *nodev1.NodeStatus
+	// received: this collector's clock when the report arrived, which
+	// dates it for the monitors (STATUS_REPORTED) however long its write
+	// then waits for etcd.
+	received time.Time
 }
 
 var errStreamClosed = errors.New("stream closed")
@@ -237,13 +241,13 @@ func (st *stream) sendQueued() {
 
 // submitStatus queues a status report for the writer; false when
 // StatusQueue reports already wait.
-func (s *Server) submitStatus(st *stream, seq uint64, status *nodev1.NodeStatus) bool {
+func (s *Server) submitStatus(st *stream, seq uint64, status *nodev1.NodeStatus, received time.Time) bool {
 	st.mu.Lock()
 	if len(st.statuses) >= s.cfg.StatusQueue {
 		st.mu.Unlock()
 		return false
 	}
-	st.statuses = append(st.statuses, statusJob{seq: seq, status: status})
+	st.statuses = append(st.statuses, statusJob{seq: seq, status: status, received: received})
 	start := !st.writing
 	st.writing = true
 	st.mu.Unlock()

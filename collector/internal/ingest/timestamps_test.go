@@ -11,15 +11,15 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/nodepulse/nodepulse/services/nodestore"
 )
 
-// Issue 32, finding 3: a renewal dated 0001-01-01 was acked, and statuses
-// whose heartbeats were dated year 1, 1970 or a day ago were stored as
-// durable. Each is refused now, InvalidArgument naming the field, the
-// value and the bound, and nothing stored changes.
-func TestTimestampsInThePastRefused(t *testing.T) {
+// Only a time no clock can read is refused: before 1970, after the year
+// 9999, or nanos out of range. InvalidArgument names the field, nothing
+// stored changes, and the stream stays up for the node's next good message.
+func TestImpossibleTimestampsRefused(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -30,91 +30,81 @@ func TestTimestampsInThePastRefused(t *testing.T) {
 	}
 	before := h.entry(t, "node-p").RenewTime
 	seq := uint64(2)
-	for _, old := range []time.Time{time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Unix(0, 0), now.Add(-24 * time.Hour)} {
+	for _, tc := range []struct {
+		name string
+		ts   *timestamppb.Timestamp
+		want string
+	}{
+		{"year 1", timestamppb.New(time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)), "not a time any clock reads"},
+		{"1969", timestamppb.New(time.Date(1969, 12, 31, 23, 59, 59, 0, time.UTC)), "not a time any clock reads"},
+		{"year 10000", &timestamppb.Timestamp{Seconds: 253402300800}, "invalid timestamp"},
+		{"nanos below zero", &timestamppb.Timestamp{Seconds: now.Unix(), Nanos: -1}, "invalid timestamp"},
+		{"nanos of a second or more", &timestamppb.Timestamp{Seconds: now.Unix(), Nanos: 1e9}, "invalid timestamp"},
+	} {
 		seq++
-		a := c.do(lease(seq, old))
-		e := a.GetError()
-		if e.GetCode() != uint32(codes.InvalidArgument) || e.GetField() != "lease.renewTime" ||
-			!strings.Contains(e.GetMessage(), old.UTC().Format(time.RFC3339Nano)) || !strings.Contains(e.GetMessage(), "not before") {
-			t.Fatalf("renewal dated %v: ack %v, want InvalidArgument on lease.renewTime naming the value and the bound", old, a)
+		r := lease(seq, now)
+		r.GetLease().RenewTime = tc.ts
+		a := c.do(r)
+		if e := a.GetError(); e.GetCode() != uint32(codes.InvalidArgument) || e.GetField() != "lease.renewTime" || !strings.Contains(e.GetMessage(), tc.want) {
+			t.Fatalf("renewal dated %s: ack %v, want InvalidArgument on lease.renewTime (%s)", tc.name, a, tc.want)
 		}
 		if got := h.entry(t, "node-p").RenewTime; !got.Equal(before) {
-			t.Fatalf("refused renewal dated %v changed the lease to %v", old, got)
+			t.Fatalf("refused renewal dated %s changed the lease to %v", tc.name, got)
 		}
 		seq++
-		a = c.do(statusMsg(seq, old, "True"))
+		st := statusMsg(seq, now, "True")
+		st.GetStatus().GetStatus().GetConditions()[0].LastHeartbeatTime = tc.ts
+		a = c.do(st)
 		if e := a.GetError(); e.GetCode() != uint32(codes.InvalidArgument) || e.GetField() != "status.conditions[0].lastHeartbeatTime" || a.GetDurable() {
-			t.Fatalf("status with a heartbeat dated %v: ack %v, want InvalidArgument on its lastHeartbeatTime", old, a)
+			t.Fatalf("status with a heartbeat dated %s: ack %v, want InvalidArgument on its lastHeartbeatTime", tc.name, a)
 		}
 		if _, err := h.mem.Get(ctx, nodestore.Statuses, "node-p"); !errors.Is(err, nodestore.ErrNotFound) {
 			t.Fatalf("refused status stored: %v", err)
 		}
 	}
-	// A transition time may be old, but not from a clock never set.
+	// The stream is still up: the next good renewal and status are taken.
 	seq++
-	bad := statusMsg(seq, now, "True")
-	bad.GetStatus().GetStatus().GetConditions()[0].LastTransitionTime.Seconds = 0
-	if a := c.do(bad); a.GetError().GetField() != "status.conditions[0].lastTransitionTime" {
-		t.Fatalf("status with a transition in 1970: %v", a)
+	if a := c.do(lease(seq, now.Add(time.Second))); a.GetError() != nil {
+		t.Fatalf("good renewal after the refusals: %v", a)
+	}
+	seq++
+	if a := c.do(statusMsg(seq, now, "True")); a.GetError() != nil || !a.GetDurable() {
+		t.Fatalf("good status after the refusals: %v", a)
 	}
 }
 
-// A reporter clock stepped back or forward by up to --max-clock-skew (from
-// a clock in step with the collector's, or from one off by less) is never
-// refused, and the renewTime forwarded to the monitors still
-// advances (they take a renewTime that does not as no news).
-func TestClockStepWithinSkewAccepted(t *testing.T) {
+// A reporter clock off by any amount, either way, or stepped by any amount
+// mid-stream, is never refused: a year behind, ten minutes, two minutes,
+// two ahead, an hour, a year. The renewTime forwarded to the monitors
+// still advances on the stream, and every stored report is dated by this
+// collector's receipt for the monitors (the skew is measured against it).
+func TestSkewedClocksAccepted(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c, _ := h.open(t, ctx, "node-q")
-	now := time.Now()
 	seq := uint64(1)
 	next := func() uint64 { seq++; return seq }
-	if a := c.do(lease(next(), now)); a.GetError() != nil {
-		t.Fatalf("lease: %v", a)
-	}
-	if a := c.do(statusMsg(next(), now, "True")); a.GetError() != nil || !a.GetDurable() {
-		t.Fatalf("status: %v", a)
-	}
-	skew := h.srv.cfg.Limits.MaxClockSkew
-	// The reporter's clock, relative to the collector's: each step from
-	// one to the next is within the skew.
-	for _, step := range []time.Duration{-5 * time.Second, -skew + time.Second, 0, 5 * time.Second, skew - time.Second, 0, -3 * time.Second} {
+	const year = 365 * 24 * time.Hour
+	for _, off := range []time.Duration{0, -year, -10 * time.Minute, -2 * time.Minute, 2 * time.Minute, time.Hour, year, -year, 0} {
 		prev := h.entry(t, "node-q").RenewTime
-		at := time.Now().Add(step)
+		at := time.Now().Add(off)
 		if a := c.do(lease(next(), at)); a.GetError() != nil {
-			t.Fatalf("renewal with the reporter's clock %s off: %v", step, a.GetError())
+			t.Fatalf("renewal with the reporter's clock %s off: %v", off, a.GetError())
 		}
-		if got := h.entry(t, "node-q").RenewTime; !got.After(prev) {
-			t.Fatalf("clock step %s: forwarded renewTime %v does not advance past %v", step, got, prev)
+		if got := h.entry(t, "node-q").RenewTime; !prev.IsZero() && !got.After(prev) {
+			t.Fatalf("clock %s off: forwarded renewTime %v does not advance past %v", off, got, prev)
 		}
+		sent := time.Now()
 		if a := c.do(statusMsg(next(), at, "True")); a.GetError() != nil || !a.GetDurable() {
-			t.Fatalf("status with the reporter's clock %s off: %v", step, a)
+			t.Fatalf("status with the reporter's clock %s off: %v", off, a)
 		}
-	}
-	// The node's last accepted heartbeat is a skew ahead; one more than a
-	// skew behind it is refused even though it is within the skew of the
-	// collector's clock.
-	if a := c.do(statusMsg(next(), time.Now().Add(skew-time.Second), "True")); a.GetError() != nil {
-		t.Fatalf("status a skew ahead: %v", a)
-	}
-	if a := c.do(statusMsg(next(), time.Now().Add(-2*time.Second), "True")); a.GetError().GetField() != "status.conditions[0].lastHeartbeatTime" ||
-		!strings.Contains(a.GetError().GetMessage(), "last accepted") {
-		t.Fatalf("status more than a skew behind the last accepted: %v", a)
-	}
-}
-
-// A status stored before the bounds existed may carry a heartbeat in the
-// year 1 or far ahead; it bounds nothing (and does not overflow).
-func TestUnixNanoBounds(t *testing.T) {
-	for _, tc := range []time.Time{{}, time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Unix(0, 0), time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)} {
-		if n := unixNano(tc); n != 0 || !fromUnixNano(n).IsZero() {
-			t.Errorf("unixNano(%v) = %d, want 0 (none)", tc, n)
+		e := h.entry(t, "node-q")
+		if !e.StatusHeartbeat.Equal(at) {
+			t.Fatalf("clock %s off: status heartbeat %v, want %v as reported", off, e.StatusHeartbeat, at)
 		}
-	}
-	now := time.Now()
-	if !fromUnixNano(unixNano(now)).Equal(now) {
-		t.Errorf("round trip of %v", now)
+		if e.StatusReceived.Before(sent.Add(-time.Second)) || e.StatusReceived.After(time.Now()) {
+			t.Fatalf("clock %s off: report received at %v, not on this collector's clock (sent %v)", off, e.StatusReceived, sent)
+		}
 	}
 }

@@ -54,6 +54,8 @@ type Entry struct {
 	// checkpoint carries.
 	StatusHeartbeat time.Time
 	PersistedStatus time.Time
+	// StatusReceived is this collector's clock when that report arrived.
+	StatusReceived time.Time
 	// gone: replaced or detached; a Ref to it renews nothing.
 	gone bool
 }
@@ -72,6 +74,10 @@ type Event struct {
 	// RetryWithin: a WAITING node was refused and told to stay away up to
 	// this long (the feed's retry_within).
 	RetryWithin time.Duration
+	// Received (STATUS_REPORTED only): this collector's clock when the
+	// report arrived, Unix ns (the feed's received_time). Monitors date
+	// the report by it, and measure the node's clock skew against it.
+	Received int64
 }
 
 // Table is the liveness table. The zero value is not usable; use New.
@@ -251,13 +257,15 @@ func (r Ref) Renew(renew time.Time, durSeconds int32) bool {
 }
 
 // StatusReported records that a status report of the attachment r refers
-// to, whose heartbeat is hb, was acknowledged as stored (written, or equal
-// to the stored status). Unchanged statuses are not written to etcd, so
-// this is how their heartbeat reaches the monitors (a STATUS_REPORTED feed
-// event) and the next lease checkpoint. A report whose heartbeat does not
-// advance the latest one is not an event: the monitors would ignore it.
+// to, whose heartbeat is hb and which arrived at received (this
+// collector's clock), was acknowledged as stored (written, or equal to the
+// stored status). Unchanged statuses are not written to etcd, so this is
+// how their heartbeat reaches the monitors (a STATUS_REPORTED feed event)
+// and the next lease checkpoint. A report with the latest one's heartbeat
+// (a resend) is not an event. One with an earlier heartbeat is: its
+// node's clock stepped back, and it is still a report of a live node.
 // False when the attachment is gone.
-func (r Ref) StatusReported(hb time.Time) bool {
+func (r Ref) StatusReported(hb, received time.Time) bool {
 	if r.e == nil {
 		return false
 	}
@@ -266,11 +274,11 @@ func (r Ref) StatusReported(hb time.Time) bool {
 	if r.e.gone {
 		return false
 	}
-	if !hb.After(r.e.StatusHeartbeat) {
+	if hb.Equal(r.e.StatusHeartbeat) {
 		return true
 	}
-	r.e.StatusHeartbeat = hb
-	r.sh.record(Event{Name: r.e.Name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_STATUS_REPORTED, RenewTime: hb})
+	r.e.StatusHeartbeat, r.e.StatusReceived = hb, received
+	r.sh.record(Event{Name: r.e.Name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_STATUS_REPORTED, RenewTime: hb, Received: received.UnixNano()})
 	return true
 }
 
@@ -414,7 +422,7 @@ func (sh *shard) snapshotLocked(snap []Event, now time.Time) []Event {
 		// The latest status heartbeat follows its node's ATTACHED, so a
 		// monitor that subscribes later serves it at once.
 		if !e.StatusHeartbeat.IsZero() {
-			snap = append(snap, Event{Name: e.Name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_STATUS_REPORTED, RenewTime: e.StatusHeartbeat})
+			snap = append(snap, Event{Name: e.Name, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_STATUS_REPORTED, RenewTime: e.StatusHeartbeat, Received: e.StatusReceived.UnixNano()})
 		}
 	}
 	// Waiting nodes carry when they were heard (this collector's clock),

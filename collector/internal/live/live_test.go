@@ -322,7 +322,8 @@ func TestRefRenewsItsAttachmentOnly(t *testing.T) {
 }
 
 // A status report acknowledged as stored is a STATUS_REPORTED event with
-// its heartbeat, once per heartbeat that advanced; the node's latest one
+// its heartbeat and its receipt time, once per heartbeat that changed (an
+// earlier one is a clock stepped back, still news); the node's latest one
 // follows its ATTACHED in snapshots, and a replaced attachment reports
 // nothing.
 func TestStatusReported(t *testing.T) {
@@ -334,18 +335,20 @@ func TestStatusReported(t *testing.T) {
 	tbl.Attach("quiet", "uid", t0)
 	tbl.Take(nil, false, t0)
 
-	// The report, the same one again, an older one.
-	for _, hb := range []time.Time{t0.Add(time.Second), t0.Add(time.Second), t0} {
-		if !r.StatusReported(hb) {
+	// The report, the same one again (a resend), an older one (the
+	// node's clock stepped back), each received a second later.
+	for i, hb := range []time.Time{t0.Add(time.Second), t0.Add(time.Second), t0} {
+		if !r.StatusReported(hb, t0.Add(time.Duration(i+1)*time.Second)) {
 			t.Fatal("a current attachment's report refused")
 		}
 	}
 	ev, _, _ := tbl.Take(nil, false, t0)
-	if len(ev) != 1 || ev[0].Kind != reported || ev[0].Name != "n" || !ev[0].RenewTime.Equal(t0.Add(time.Second)) {
-		t.Fatalf("events %+v, want one STATUS_REPORTED at t0+1s (repeats and older heartbeats are no news)", ev)
+	if len(ev) != 2 || ev[0].Kind != reported || ev[0].Name != "n" || !ev[0].RenewTime.Equal(t0.Add(time.Second)) || ev[0].Received != t0.Add(time.Second).UnixNano() ||
+		!ev[1].RenewTime.Equal(t0) || ev[1].Received != t0.Add(3*time.Second).UnixNano() {
+		t.Fatalf("events %+v, want STATUS_REPORTED at t0+1s received at t0+1s, then at t0 received at t0+3s (a resend is no news)", ev)
 	}
-	if e, _ := tbl.Get("n", g); !e.StatusHeartbeat.Equal(t0.Add(time.Second)) {
-		t.Fatalf("entry heartbeat %v", e.StatusHeartbeat)
+	if e, _ := tbl.Get("n", g); !e.StatusHeartbeat.Equal(t0) || !e.StatusReceived.Equal(t0.Add(3*time.Second)) {
+		t.Fatalf("entry heartbeat %v received %v", e.StatusHeartbeat, e.StatusReceived)
 	}
 
 	_, snap, _ := tbl.Take(nil, true, t0)
@@ -363,7 +366,7 @@ func TestStatusReported(t *testing.T) {
 	}
 
 	tbl.Attach("n", "uid", t0) // replaced
-	if r.StatusReported(t0.Add(2 * time.Second)) {
+	if r.StatusReported(t0.Add(2*time.Second), t0) {
 		t.Fatal("a replaced attachment's report accepted")
 	}
 }

@@ -201,7 +201,7 @@ func (p *Persister) checkpointBatch(ctx context.Context, items []dueItem) {
 		if !ok {
 			continue // detached: nothing to keep fresh
 		}
-		if e.Persisted && !e.Dirty && !persistedStatus(e.StatusHeartbeat).After(e.PersistedStatus) {
+		if e.Persisted && !e.Dirty && persistedStatus(e.StatusHeartbeat).Equal(e.PersistedStatus) {
 			// No renewal and no status report since the last checkpoint:
 			// writing the same times again would tell nobody anything.
 			p.schedule(it.name, it.gen, p.nextPhase(it.name, now))

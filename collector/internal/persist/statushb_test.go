@@ -38,7 +38,7 @@ func TestCheckpointCarriesStatusHeartbeat(t *testing.T) {
 	ref, _ := table.Ref("n", g)
 	ref.Renew(clock, 40)
 	hb := clock.Add(1500 * time.Millisecond)
-	ref.StatusReported(hb)
+	ref.StatusReported(hb, clock)
 
 	read := func() (*nodev1.Lease, int64) {
 		t.Helper()
@@ -55,7 +55,7 @@ func TestCheckpointCarriesStatusHeartbeat(t *testing.T) {
 	}
 
 	// The lease is stuck; the status is reported again, unchanged.
-	ref.StatusReported(hb.Add(5 * time.Minute))
+	ref.StatusReported(hb.Add(5*time.Minute), clock)
 	clock = clock.Add(cfg.CheckpointInterval)
 	p.checkpointBatch(ctx, []dueItem{{name: "n", gen: g}})
 	l, rev2 := read()

@@ -78,7 +78,7 @@ func simulate(tb testing.TB, n int, interval, renew, window, statusEvery time.Du
 		}
 		for i := s % max(statusSteps, 1); statusSteps > 0 && i < n; i += statusSteps {
 			if r, ok := table.Ref(names[i], gens[i]); ok {
-				r.StatusReported(clock.Add(-time.Duration(i) * time.Microsecond)) // nanos, as a reporter's clock has
+				r.StatusReported(clock.Add(-time.Duration(i)*time.Microsecond), clock) // nanos, as a reporter's clock has
 			}
 		}
 		for {

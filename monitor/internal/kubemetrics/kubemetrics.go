@@ -59,6 +59,9 @@ const (
 	MetricNodeCreated       = "kube_node_created"
 	MetricNodeLabels        = "kube_node_labels"
 	MetricLeaseRenewTime    = "kube_lease_renew_time"
+	// MetricNodeClockSkew is nodepulse's own: kube-state-metrics has no
+	// such series (Kubernetes never measures node clocks).
+	MetricNodeClockSkew = "nodepulse_node_clock_skew_seconds"
 )
 
 // Source is the watch cache.
@@ -142,7 +145,7 @@ type Collector struct {
 	src  Source
 	live Liveness
 
-	condition, unschedulable, taint, info, capacity, allocatable, created, labels, lease *family
+	condition, unschedulable, taint, info, capacity, allocatable, created, labels, lease, skew *family
 	// labelKeys[i] is the node label key of labels.names[i] ("" for
 	// "node").
 	labelKeys []string
@@ -172,6 +175,7 @@ func New(cfg Config, src Source, live Liveness) (*Collector, error) {
 	c.allocatable = newFamily(true, MetricNodeAllocatable, "The allocatable for different resources of a node that are available for scheduling.", "node", "resource", "unit")
 	c.created = newFamily(true, MetricNodeCreated, "Unix creation timestamp", "node")
 	c.lease = newFamily(true, MetricLeaseRenewTime, "Kube lease renew time.", "lease", "namespace")
+	c.skew = newFamily(true, MetricNodeClockSkew, "How far the node's clock was from its collector's at its latest status report, in seconds (positive: ahead). Shown, never judged by: liveness is dated by the control plane's clocks. Absent until this monitor has seen a report.", "node")
 	if len(cfg.NodeLabels) > 0 {
 		byName := map[string]string{}
 		names := []string{"node"}
@@ -192,7 +196,7 @@ func New(cfg Config, src Source, live Liveness) (*Collector, error) {
 }
 
 func (c *Collector) families() []*family {
-	fs := []*family{c.condition, c.unschedulable, c.taint, c.info, c.capacity, c.allocatable, c.created, c.lease}
+	fs := []*family{c.condition, c.unschedulable, c.taint, c.info, c.capacity, c.allocatable, c.created, c.lease, c.skew}
 	if c.labels != nil {
 		fs = append(fs, c.labels)
 	}
@@ -470,13 +474,18 @@ func (b *builder) node(e *cache.Entry) {
 	if rt := e.Lease.GetSpec().GetRenewTime(); rt != nil {
 		renew = rt.AsTime()
 	}
+	var ln liveness.Node
 	if c.live != nil {
-		if fr := c.live.Node(e.Name).RenewTime; fr.After(renew) {
-			renew = fr
+		ln = c.live.Node(e.Name)
+		if ln.RenewTime.After(renew) {
+			renew = ln.RenewTime
 		}
 	}
 	if !renew.IsZero() {
 		b.emit(c.lease, float64(renew.Unix()), b.own(&labelLease, e.Name), b.shared("namespace", NodeLeaseNamespace))
+	}
+	if !ln.ClockSkewAt.IsZero() {
+		b.emit(c.skew, ln.ClockSkew.Seconds(), node)
 	}
 }
 

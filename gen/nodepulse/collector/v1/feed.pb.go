@@ -265,8 +265,16 @@ type LivenessEvent struct {
 	// one place an unchanged report's heartbeat travels: monitors serve it
 	// as the conditions' lastHeartbeatTime and count it as liveness.
 	StatusHeartbeatTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=status_heartbeat_time,json=statusHeartbeatTime,proto3" json:"status_heartbeat_time,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// ReceivedTime (STATUS_REPORTED only): the collector's clock when the
+	// report arrived. Monitors date the report by it (received_time's age
+	// at sent_time, before the batch arrived), not by when the batch
+	// reached them, which is after the report's etcd write; and
+	// status_heartbeat_time minus received_time is the node's clock skew,
+	// which monitors show and never judge by. Unset from collectors that
+	// predate it: monitors then date the report on arrival.
+	ReceivedTime  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=received_time,json=receivedTime,proto3" json:"received_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LivenessEvent) Reset() {
@@ -337,6 +345,13 @@ func (x *LivenessEvent) GetRetryWithin() *durationpb.Duration {
 func (x *LivenessEvent) GetStatusHeartbeatTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.StatusHeartbeatTime
+	}
+	return nil
+}
+
+func (x *LivenessEvent) GetReceivedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReceivedTime
 	}
 	return nil
 }
@@ -495,7 +510,7 @@ const file_nodepulse_collector_v1_feed_proto_rawDesc = "" +
 	"\bsnapshot\x18\x02 \x01(\bR\bsnapshot\x12=\n" +
 	"\x06events\x18\x03 \x03(\v2%.nodepulse.collector.v1.LivenessEventR\x06events\x127\n" +
 	"\tsent_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bsentTime\x12H\n" +
-	"\x12heartbeat_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xea\x02\n" +
+	"\x12heartbeat_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xab\x03\n" +
 	"\rLivenessEvent\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12=\n" +
 	"\x04kind\x18\x02 \x01(\x0e2).nodepulse.collector.v1.LivenessEventKindR\x04kind\x129\n" +
@@ -503,7 +518,8 @@ const file_nodepulse_collector_v1_feed_proto_rawDesc = "" +
 	"renew_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\trenewTime\x124\n" +
 	"\x16lease_duration_seconds\x18\x04 \x01(\x05R\x14leaseDurationSeconds\x12<\n" +
 	"\fretry_within\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vretryWithin\x12N\n" +
-	"\x15status_heartbeat_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x13statusHeartbeatTime\"\xa1\x01\n" +
+	"\x15status_heartbeat_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x13statusHeartbeatTime\x12?\n" +
+	"\rreceived_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\freceivedTime\"\xa1\x01\n" +
 	"\x16SendNodeCommandRequest\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x122\n" +
 	"\x14report_status_reason\x18\x02 \x01(\tH\x00R\x12reportStatusReason\x12+\n" +
@@ -549,22 +565,23 @@ var file_nodepulse_collector_v1_feed_proto_goTypes = []any{
 	(*durationpb.Duration)(nil),     // 7: google.protobuf.Duration
 }
 var file_nodepulse_collector_v1_feed_proto_depIdxs = []int32{
-	3, // 0: nodepulse.collector.v1.WatchLivenessResponse.events:type_name -> nodepulse.collector.v1.LivenessEvent
-	6, // 1: nodepulse.collector.v1.WatchLivenessResponse.sent_time:type_name -> google.protobuf.Timestamp
-	7, // 2: nodepulse.collector.v1.WatchLivenessResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	0, // 3: nodepulse.collector.v1.LivenessEvent.kind:type_name -> nodepulse.collector.v1.LivenessEventKind
-	6, // 4: nodepulse.collector.v1.LivenessEvent.renew_time:type_name -> google.protobuf.Timestamp
-	7, // 5: nodepulse.collector.v1.LivenessEvent.retry_within:type_name -> google.protobuf.Duration
-	6, // 6: nodepulse.collector.v1.LivenessEvent.status_heartbeat_time:type_name -> google.protobuf.Timestamp
-	1, // 7: nodepulse.collector.v1.FeedService.WatchLiveness:input_type -> nodepulse.collector.v1.WatchLivenessRequest
-	4, // 8: nodepulse.collector.v1.FeedService.SendNodeCommand:input_type -> nodepulse.collector.v1.SendNodeCommandRequest
-	2, // 9: nodepulse.collector.v1.FeedService.WatchLiveness:output_type -> nodepulse.collector.v1.WatchLivenessResponse
-	5, // 10: nodepulse.collector.v1.FeedService.SendNodeCommand:output_type -> nodepulse.collector.v1.SendNodeCommandResponse
-	9, // [9:11] is the sub-list for method output_type
-	7, // [7:9] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	3,  // 0: nodepulse.collector.v1.WatchLivenessResponse.events:type_name -> nodepulse.collector.v1.LivenessEvent
+	6,  // 1: nodepulse.collector.v1.WatchLivenessResponse.sent_time:type_name -> google.protobuf.Timestamp
+	7,  // 2: nodepulse.collector.v1.WatchLivenessResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	0,  // 3: nodepulse.collector.v1.LivenessEvent.kind:type_name -> nodepulse.collector.v1.LivenessEventKind
+	6,  // 4: nodepulse.collector.v1.LivenessEvent.renew_time:type_name -> google.protobuf.Timestamp
+	7,  // 5: nodepulse.collector.v1.LivenessEvent.retry_within:type_name -> google.protobuf.Duration
+	6,  // 6: nodepulse.collector.v1.LivenessEvent.status_heartbeat_time:type_name -> google.protobuf.Timestamp
+	6,  // 7: nodepulse.collector.v1.LivenessEvent.received_time:type_name -> google.protobuf.Timestamp
+	1,  // 8: nodepulse.collector.v1.FeedService.WatchLiveness:input_type -> nodepulse.collector.v1.WatchLivenessRequest
+	4,  // 9: nodepulse.collector.v1.FeedService.SendNodeCommand:input_type -> nodepulse.collector.v1.SendNodeCommandRequest
+	2,  // 10: nodepulse.collector.v1.FeedService.WatchLiveness:output_type -> nodepulse.collector.v1.WatchLivenessResponse
+	5,  // 11: nodepulse.collector.v1.FeedService.SendNodeCommand:output_type -> nodepulse.collector.v1.SendNodeCommandResponse
+	10, // [10:12] is the sub-list for method output_type
+	8,  // [8:10] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_nodepulse_collector_v1_feed_proto_init() }

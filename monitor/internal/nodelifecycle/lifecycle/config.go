@@ -41,6 +41,12 @@ type Config struct {
 	// with the zone's node count: only larger zones keep tainting (at
 	// SecondaryEvictionRate) when partially disrupted. Default 50.
 	LargeClusterSizeThreshold int
+	// ClockSkewWarning (--clock-skew-warning): a node whose clock is
+	// further than this from its collector's gets a NodeClockSkew warning
+	// event, and a Normal NodeClockSkewResolved once it is back within
+	// half of it. Only shown: liveness never depends on node clocks. 0
+	// disables the events (the skew is still measured and exported).
+	ClockSkewWarning time.Duration
 }
 
 // DefaultConfig returns the documented defaults.
@@ -52,6 +58,7 @@ func DefaultConfig() Config {
 		SecondaryEvictionRate:     0.01,
 		UnhealthyZoneThreshold:    0.55,
 		LargeClusterSizeThreshold: 50,
+		ClockSkewWarning:          time.Minute,
 	}
 }
 
@@ -69,6 +76,9 @@ func (c Config) Validate() error {
 	}
 	if c.UnhealthyZoneThreshold <= 0 || c.UnhealthyZoneThreshold > 1 {
 		errs = append(errs, fmt.Errorf("--unhealthy-zone-threshold must be in (0, 1], got %v", c.UnhealthyZoneThreshold))
+	}
+	if c.ClockSkewWarning < 0 {
+		errs = append(errs, fmt.Errorf("--clock-skew-warning must not be negative (0 disables), got %s", c.ClockSkewWarning))
 	}
 	if c.LargeClusterSizeThreshold < 0 {
 		errs = append(errs, fmt.Errorf("--large-cluster-size-threshold must not be negative, got %d", c.LargeClusterSizeThreshold))

@@ -56,8 +56,22 @@ type Record struct {
 	// record was created). Overrides are lifted only on evidence heard after
 	// it, so a failover can never make a dead node look alive.
 	MarkedAt time.Time
+	// SkewWarned: a NodeClockSkew warning was recorded for the node in
+	// this leadership and its clock has not come back in step since.
+	SkewWarned bool
 
 	initialized bool
+}
+
+// clampTo brings the record's monitor-clock times that lie after now back to
+// now (see Evaluate). QuietUntil is left alone: a wait a collector imposed
+// may rightly end in the future.
+func (r *Record) clampTo(now time.Time) {
+	for _, t := range []*time.Time{&r.Probe, &r.ReadyTransition, &r.Heard, &r.MarkedAt} {
+		if t.After(now) {
+			*t = now
+		}
+	}
 }
 
 // Input is what the controller observed about a node for one pass.
@@ -111,6 +125,15 @@ func Evaluate(cfg Config, now time.Time, rec *Record, in *Input) Result {
 	node, hb := in.Node, &in.Heartbeat
 	ready := nodemodel.FindCondition(node.GetStatus().GetConditions(), nodemodel.Ready)
 	res := Result{Grace: cfg.GracePeriod, Current: ready, Overrides: in.Overrides}
+	// Every time in the record is the monitor's own reading, never later
+	// than now, unless the monitor's clock went back since (an NTP step
+	// on a clock without monotonic readings, as an injected one is).
+	// Brought back to now, or a node's deadline would move out by the
+	// step, and an override set before it would stay until the clock
+	// caught up (evidence must arrive after MarkedAt to lift it).
+	// Forward steps need nothing here: every feed looks stale at once,
+	// which holds every node, and the gap is given back (FeedBlind).
+	rec.clampTo(now)
 
 	// Step 1-2: the record follows the served Ready condition.
 	if ready == nil {
@@ -138,7 +161,8 @@ func Evaluate(cfg Config, now time.Time, rec *Record, in *Input) Result {
 		case !rec.initialized || !rec.HasReady:
 			keep := *rec
 			*rec = Record{Probe: now, ReadyTransition: now, LeaseRenew: keep.LeaseRenew, FeedRenewals: keep.FeedRenewals,
-				ReportedHeartbeat: keep.ReportedHeartbeat, GraceEpoch: keep.GraceEpoch, FeedBlind: keep.FeedBlind, Heard: keep.Heard, MarkedAt: keep.MarkedAt}
+				ReportedHeartbeat: keep.ReportedHeartbeat, GraceEpoch: keep.GraceEpoch, FeedBlind: keep.FeedBlind, Heard: keep.Heard, MarkedAt: keep.MarkedAt,
+				SkewWarned: keep.SkewWarned}
 			if !keep.initialized {
 				rec.MarkedAt = now
 			}

@@ -190,8 +190,48 @@ func Judge(cfg Config, now time.Time, in *JudgeInput) Decision {
 			d.Pods = PodsMark
 		}
 	}
+	if ev, ok := skewEvent(cfg.ClockSkewWarning, in.Name, &d.Record, in.Heartbeat); ok {
+		d.Events = append(d.Events, ev)
+	}
 	d.Write = !d.Health.Equal(in.Health)
 	return d
+}
+
+// Event reasons of the clock skew warning (nodepulse's own; upstream never
+// measures node clocks).
+const (
+	ReasonNodeClockSkew         = "NodeClockSkew"
+	ReasonNodeClockSkewResolved = "NodeClockSkewResolved"
+)
+
+// skewEvent decides the clock skew events: a warning when the node's
+// measured skew first exceeds warn, a Normal event when it is back within
+// half of it (the gap keeps a skew hovering at the threshold from
+// repeating both). rec.SkewWarned remembers which was last said.
+func skewEvent(warn time.Duration, name string, rec *Record, hb liveness.Heartbeat) (Event, bool) {
+	if warn <= 0 || hb.ClockSkewAt.IsZero() {
+		return Event{}, false
+	}
+	abs := hb.ClockSkew.Abs()
+	switch {
+	case !rec.SkewWarned && abs > warn:
+		rec.SkewWarned = true
+		return Event{"Warning", ReasonNodeClockSkew, fmt.Sprintf("Node %s clock is %s %s its collector's (at its latest status report). "+
+			"Liveness is judged by the control plane's clocks, so the node stays as healthy as it reports; fix its time sync (NTP).",
+			name, abs.Round(time.Second), skewSide(hb.ClockSkew))}, true
+	case rec.SkewWarned && abs <= warn/2:
+		rec.SkewWarned = false
+		return Event{"Normal", ReasonNodeClockSkewResolved, fmt.Sprintf("Node %s clock is back within %s of its collector's (%s %s).",
+			name, (warn / 2).Round(time.Second), abs.Round(time.Millisecond), skewSide(hb.ClockSkew))}, true
+	}
+	return Event{}, false
+}
+
+func skewSide(d time.Duration) string {
+	if d < 0 {
+		return "behind"
+	}
+	return "ahead of"
 }
 
 // noExecuteTaints are both NoExecute taints the controller manages.

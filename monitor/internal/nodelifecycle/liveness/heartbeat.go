@@ -62,6 +62,10 @@ type Heartbeat struct {
 	QuietUntil time.Time
 	// Collector the node was last heard on, for logs.
 	Collector string
+	// ClockSkew and ClockSkewAt: Node.ClockSkew, Node.ClockSkewAt; shown
+	// (events, metrics), never judged by.
+	ClockSkew   time.Duration
+	ClockSkewAt time.Time
 }
 
 // Grants are the fresh grace periods the controller itself hands out: every
@@ -85,6 +89,7 @@ func Merge(feed Node, lease *nodev1.Lease, status *nodev1.NodeStatus, g Grants) 
 	hb := Heartbeat{
 		Renewals: feed.Renewals, ObservedAt: feed.ObservedAt, Epoch: g.Epoch + feed.Epoch, FreshSince: g.Since,
 		Held: feed.Paused, Blind: feed.Blind, QuietUntil: feed.QuietUntil, Collector: feed.Collector,
+		ClockSkew: feed.ClockSkew, ClockSkewAt: feed.ClockSkewAt,
 	}
 	if rt := lease.GetSpec().GetRenewTime(); rt != nil {
 		hb.LeaseRenew = rt.AsTime()

@@ -93,6 +93,14 @@ type Node struct {
 	// clock when it arrived.
 	StatusHeartbeat  time.Time
 	StatusObservedAt time.Time
+	// ClockSkew is how far the node's clock was from its collector's at
+	// its latest status report: the report's heartbeat minus the
+	// collector's receipt time (positive: the node's clock is ahead).
+	// Shown, never judged by. ClockSkewAt is the monitor's clock when it
+	// was measured; zero: never (no report since this monitor started,
+	// or a collector that does not send received_time).
+	ClockSkew   time.Duration
+	ClockSkewAt time.Time
 }
 
 // FeedState describes one followed feed.
@@ -129,6 +137,9 @@ type node struct {
 	quietUntil   time.Time
 	// statusHB, statusAt: Node.StatusHeartbeat, Node.StatusObservedAt.
 	statusHB, statusAt time.Time
+	// skew, skewAt: Node.ClockSkew, Node.ClockSkewAt.
+	skew   time.Duration
+	skewAt time.Time
 	// blind is what Node.Blind was when the node last changed feeds;
 	// blindBase the current feed's blind counter at that moment. The
 	// node's total is blind + (feed.blind - blindBase): O(1) per gap, not
@@ -347,12 +358,23 @@ func (t *Tracker) batch(id string, f *feed, b *collectorv1.WatchLivenessResponse
 		nd := t.nodeLocked(name)
 		switch ev.GetKind() {
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_ATTACHED, collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_RENEWED:
+			// moved: the node is heard on a stream this record has not
+			// followed (another collector, or this one after a detach).
+			// Collectors keep renewTimes advancing per stream only; across
+			// streams they are the node's clock, which may have stepped
+			// back any amount, so a new stream's renewTimes start a new
+			// baseline rather than being compared with the old one.
+			moved := nd.collector != id
 			t.attachLocked(nd, id)
 			nd.detachedFrom = ""
 			rt := ev.GetRenewTime().AsTime()
 			// A snapshot repeats renewals already seen; only a renewal whose
-			// renewTime advanced (or a new attach) is fresh evidence.
-			if ev.GetRenewTime() != nil && !rt.After(nd.renewTime) && (b.GetSnapshot() || ev.GetKind() == collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_RENEWED) {
+			// renewTime advanced (or a new attach, or a renewal on a new
+			// stream) is fresh evidence.
+			if ev.GetRenewTime() != nil && !rt.After(nd.renewTime) && (b.GetSnapshot() || ev.GetKind() == collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_RENEWED) && (!moved || b.GetSnapshot()) {
+				if moved {
+					nd.renewTime = rt
+				}
 				continue
 			}
 			if b.GetSnapshot() && nd.renewTime.IsZero() && nd.renewals == 0 {
@@ -361,7 +383,7 @@ func (t *Tracker) batch(id string, f *feed, b *collectorv1.WatchLivenessResponse
 				continue
 			}
 			nd.renewals++
-			if rt.After(nd.renewTime) {
+			if rt.After(nd.renewTime) || moved && ev.GetRenewTime() != nil {
 				nd.renewTime = rt
 			}
 			nd.observedAt = now
@@ -401,17 +423,39 @@ func (t *Tracker) batch(id string, f *feed, b *collectorv1.WatchLivenessResponse
 			}
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_STATUS_REPORTED:
 			// A status report the collector stored (or found unchanged):
-			// the node is attached there and alive. Only a heartbeat that
-			// advanced is news, so a snapshot's repetition is not; a
-			// newer one in a snapshot (a resync skipped its event) is
-			// dated by its arrival, as a snapshot's renewal is.
-			hb := ev.GetStatusHeartbeatTime()
-			if hb == nil || !hb.AsTime().After(nd.statusHB) {
+			// the node is attached there and alive. Dated by the
+			// collector's receipt (its age when the batch was sent, taken
+			// off this batch's arrival, so the two clocks need not agree),
+			// not by this batch's arrival, which comes after the report's
+			// etcd write: a report just before a node died would otherwise
+			// put off its Unknown by that write's time.
+			hbts := ev.GetStatusHeartbeatTime()
+			if hbts == nil {
+				continue
+			}
+			hb := hbts.AsTime()
+			at := now
+			rcv, sent := ev.GetReceivedTime(), b.GetSentTime()
+			if rcv != nil && sent != nil {
+				at = now.Add(-max(sent.AsTime().Sub(rcv.AsTime()), 0))
+			}
+			// A snapshot repeats the node's latest report: news only when
+			// newer than what this monitor heard (a resync skipped its
+			// event). An event is always a new report; its heartbeat may
+			// be earlier than the last one's (the node's clock stepped
+			// back), which is still a live node reporting.
+			if b.GetSnapshot() && !hb.After(nd.statusHB) || !b.GetSnapshot() && hb.Equal(nd.statusHB) {
+				if rcv != nil && nd.skewAt.IsZero() {
+					nd.skew, nd.skewAt = hb.Sub(rcv.AsTime()), at
+				}
 				continue
 			}
 			t.attachLocked(nd, id)
 			nd.detachedFrom = ""
-			nd.statusHB, nd.statusAt = hb.AsTime(), now
+			nd.statusHB, nd.statusAt = hb, at
+			if rcv != nil {
+				nd.skew, nd.skewAt = hb.Sub(rcv.AsTime()), at
+			}
 			nd.quietUntil = time.Time{}
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_DETACHED, collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_LEAVING:
 			if nd.collector == id {
@@ -506,7 +550,8 @@ func (t *Tracker) nodeOfLocked(nd *node, now time.Time) Node {
 	// this of every node.
 	f := t.feeds[nd.collector]
 	out := Node{Renewals: nd.renewals, RenewTime: nd.renewTime, ObservedAt: nd.observedAt, Collector: nd.collector, Epoch: nd.epoch,
-		Blind: blindIn(nd, f), QuietUntil: nd.quietUntil, StatusHeartbeat: nd.statusHB, StatusObservedAt: nd.statusAt}
+		Blind: blindIn(nd, f), QuietUntil: nd.quietUntil, StatusHeartbeat: nd.statusHB, StatusObservedAt: nd.statusAt,
+		ClockSkew: nd.skew, ClockSkewAt: nd.skewAt}
 	if f != nil && t.staleLocked(f, now) {
 		out.Paused = true
 	}

@@ -150,7 +150,7 @@ func ValidateStatus(field string, st *podv1.PodStatus, now time.Time, lim valida
 		nc := &nodev1.NodeCondition{Type: c.GetType(), Status: c.GetStatus(), Reason: c.GetReason(), Message: c.GetMessage(), LastTransitionTime: c.GetLastTransitionTime()}
 		l = append(l, validation.Condition(f, nc, now, lim)...)
 		if c.LastProbeTime != nil {
-			if fe := validation.Timestamp(f+".lastProbeTime", c.GetLastProbeTime(), now, lim.MaxClockSkew); fe != nil {
+			if fe := validation.Timestamp(f+".lastProbeTime", c.GetLastProbeTime()); fe != nil {
 				l = append(l, fe)
 			}
 		}
