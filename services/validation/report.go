@@ -6,7 +6,6 @@ package validation
 import (
 	"time"
 
-
 	collectorv1 "github.com/nodepulse/nodepulse/gen/nodepulse/collector/v1"
 )
 
