@@ -196,11 +196,17 @@ func newCluster(cfg Config, bin, out string) (*cluster, error) {
 		cl.fleets = append(cl.fleets, &component{name: name, kind: "fleet", bin: filepath.Join(bin, "fleetsim"),
 			ready: "http://" + admin + "/metrics",
 			args: func(int) []string {
-				return []string{fmt.Sprintf("--nodes=%d", n), "--name-prefix=" + prefix, "--connections=" + fmt.Sprint(max(n/100, 2)),
+				args := []string{fmt.Sprintf("--nodes=%d", n), "--name-prefix=" + prefix, "--connections=" + fmt.Sprint(max(n/100, 2)),
 					fmt.Sprintf("--node-lease-duration-seconds=%d", cfg.LeaseSeconds), "--ramp-rate=1000",
 					"--collector.addresses=" + strings.Join(addrs, ","), "--collector.insecure",
 					"--admin.listen-address=" + admin, "--control.listen-address=" + control,
 					"--record.file=" + rec, "--leave-on-exit=false", "--log.level=warn"}
+				if g == 0 {
+					// A tenth of group a runs on wrong clocks for the whole
+					// run (ADR 0036): none of them may be marked for it.
+					args = append(args, "--clock-skews="+standingSkews, "--clock-skew-every=10")
+				}
+				return args
 			}})
 	}
 	for i := range cfg.Reporters {
@@ -276,3 +282,7 @@ func (cl *cluster) stopAll() {
 	}
 	cl.proxy.close()
 }
+
+// standingSkews are the clocks a tenth of group a runs on, from a year
+// behind to a year ahead (fleetsim --clock-skews).
+const standingSkews = "-8760h,-10m,-2m,2m,1h,8760h"

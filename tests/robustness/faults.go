@@ -25,7 +25,7 @@ const (
 	KillFleet        = "kill-fleet" // every node of one group crashes, and boots again after the hold
 	SigstopFleet     = "sigstop-fleet"
 	Partition        = "partition"     // the proxied group is blackholed from every collector
-	ClockStep        = "clock-step"    // one group's clocks step by a few seconds, and back after the hold
+	ClockStep        = "clock-step"    // one group's clocks step by seconds to a year, and back after the hold
 	KillReporter     = "kill-reporter" // a real reporter with pods; long enough holds get its pods evicted
 )
 
@@ -126,7 +126,19 @@ func plan(seed uint64, d time.Duration, cfg Config) []step {
 		case ClockStep:
 			s.target = r.IntN(2)
 			s.hold = between(r, 5*time.Second, 20*time.Second)
-			s.clock = between(r, time.Second, 3*time.Second).Round(100 * time.Millisecond)
+			// Small steps (an NTP slew's size) and large ones (a clock set
+			// by hand, a VM restored from a snapshot): neither is refused
+			// or judged by (ADR 0036).
+			switch r.IntN(4) {
+			case 0:
+				s.clock = between(r, time.Second, 3*time.Second).Round(100 * time.Millisecond)
+			case 1:
+				s.clock = between(r, 5*time.Minute, 15*time.Minute).Round(time.Second)
+			case 2:
+				s.clock = between(r, 30*time.Minute, 2*time.Hour).Round(time.Minute)
+			default:
+				s.clock = 365 * 24 * time.Hour
+			}
 			if r.IntN(2) == 0 {
 				s.clock = -s.clock
 			}

@@ -554,10 +554,10 @@ func (s *session) handle(resp *collectorv1.ReportResponse) (<-chan time.Time, er
 			c.lg.Warn("collector refused a report", zap.String("kind", p.kind), zap.Uint64("seq", ack.GetSeq()),
 				zap.Stringer("code", codes.Code(e.GetCode())), zap.String("field", e.GetField()), zap.String("message", e.GetMessage()))
 			if codes.Code(e.GetCode()) == codes.InvalidArgument {
-				// Refused for what it said (a time beyond the collector's
-				// --max-clock-skew, both ways, is the usual case): the
-				// next renewal and the next status tick, computed afresh,
-				// are the retry, at the renewal and status intervals.
+				// Refused for what it said (a time no clock reads, such
+				// as one before 1970, or a value out of bounds): the next
+				// renewal and the next status tick, computed afresh, are
+				// the retry, at the renewal and status intervals.
 				switch p.kind {
 				case "lease":
 					s.sess.RenewalRefused()
