@@ -425,4 +425,11 @@ func TestExplainWords(t *testing.T) {
 	if !strings.Contains(all, "unreachable:NoExecute queued in zone eu-1a") || !strings.Contains(all, "rate 0.1/s") {
 		t.Errorf("details:\n%s", all)
 	}
+	if strings.Contains(all, "node clock") {
+		t.Errorf("a skew nobody measured is explained:\n%s", all)
+	}
+	_, details = Explain(now, n, lease, liveness.Node{ClockSkew: -time.Hour, ClockSkewAt: now}, f, "")
+	if all := strings.Join(details, "\n"); !strings.Contains(all, "node clock 1h0m0s behind its collector's at its latest status report; its liveness is judged by the control plane's clocks") {
+		t.Errorf("the skew is not explained:\n%s", all)
+	}
 }

@@ -509,6 +509,20 @@ func (s *Server) ExplainNode(ctx context.Context, req *nodev1.ExplainNodeRequest
 func clock(t time.Time) string { return t.Local().Format("15:04:05") }
 
 // Explain puts a node's state in words.
+// clockSkewWords says how far the node's clock is from its collector's
+// (spec §17.2), and that nothing is judged by it.
+func clockSkewWords(skew time.Duration) string {
+	side := "ahead of"
+	if skew < 0 {
+		side = "behind"
+	}
+	words := fmt.Sprintf("node clock %s %s its collector's at its latest status report", skew.Abs().Round(time.Millisecond), side)
+	if skew.Abs() < time.Second {
+		return words + " (in step)"
+	}
+	return words + "; its liveness is judged by the control plane's clocks, never by it"
+}
+
 func Explain(now time.Time, n *nodev1.Node, lease *nodev1.Lease, lv liveness.Node, f NodeFacts, leader string) (string, []string) {
 	name := n.GetMetadata().GetName()
 	conds := n.GetStatus().GetConditions()
@@ -547,6 +561,9 @@ func Explain(now time.Time, n *nodev1.Node, lease *nodev1.Lease, lv liveness.Nod
 	}
 	if !lv.ObservedAt.IsZero() {
 		d = append(d, fmt.Sprintf("last live renewal seen %s ago (monitor clock)", now.Sub(lv.ObservedAt).Round(time.Second)))
+	}
+	if !lv.ClockSkewAt.IsZero() {
+		d = append(d, clockSkewWords(lv.ClockSkew))
 	}
 	switch {
 	case f.Leading && f.Paused != "":
