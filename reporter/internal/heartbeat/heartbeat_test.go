@@ -667,12 +667,13 @@ func TestRefusedStreamReportsTheServersStatus(t *testing.T) {
 	}
 }
 
-// A renewal or status the collector refuses as invalid (a clock beyond its
-// --max-clock-skew) is retried, computed afresh, at the next renewal and
-// the next status tick, on the same stream: a renewal as a full
-// LeaseRenewal dated by the machine's clock, not an empty one (which would
-// only repeat the last accepted renewal, or be refused for want of one),
-// so a node whose clock is fixed is accepted again at once.
+// A renewal or status the collector refuses as invalid (a time no clock
+// reads, such as one before 1970 from a clock never set) is retried,
+// computed afresh, at the next renewal and the next status tick, on the
+// same stream: a renewal as a full LeaseRenewal dated by the machine's
+// clock, not an empty one (which would only repeat the last accepted
+// renewal, or be refused for want of one), so a node whose clock is fixed
+// is accepted again at once.
 func TestRefusedRenewalRetriedInFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		col, n := &memCollector{empty: true}, newNode()
