@@ -31,7 +31,9 @@ a monitor and the fleet simulator (fleetsim) in two processes (the survivors and
              for one renew interval
   steady     --hold of steady renewals (every node-lease-duration/4 = 10 s, jittered)
   kill       SIGKILL the small simulator: every killed node must turn Unknown
-             within grace + 2 s; survivors must not (false Unknown)
+             within grace + 2 s of its last sign of life on the feed (a renewal,
+             or the receipt of a status report, which the monitor counts as
+             liveness too); survivors must not (false Unknown)
   restart    SIGTERM the collector, start a new one on the same port: time until
              every survivor is attached again, and the Unknowns it caused.
              The collector runs with --drain.reconnect-window=--restart-drain-window

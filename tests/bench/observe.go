@@ -25,7 +25,13 @@ const (
 )
 
 type nodeState struct {
-	lastRenew int64 // observer clock (unix ns) of the latest RENEWED or ATTACHED seen on the feed
+	// lastHeard: observer clock (unix ns) of the node's latest sign of life
+	// on the feed: a RENEWED or ATTACHED when it arrived, or a
+	// STATUS_REPORTED when the collector received the report (its age at
+	// the batch's sent_time taken off the arrival). The monitor counts
+	// status reports as liveness too (spec §6.7), so a node that reported
+	// after its last renewal was alive until then.
+	lastHeard int64
 	lastWait  int64 // observer clock of the latest WAITING (the reporter was refused or queued)
 	unknownAt int64 // observer clock of the latest turn to Unknown
 	attached  bool
@@ -37,9 +43,9 @@ type nodeState struct {
 type UnknownEvent struct {
 	Name string
 	At   time.Time
-	// SinceRenew: time since the observer last saw a renewal of the node on
-	// the collector's feed.
-	SinceRenew time.Duration
+	// SinceHeard: time since the node's latest sign of life on the
+	// collector's feed (a renewal, or a status report's receipt).
+	SinceHeard time.Duration
 	// SinceWaiting: time since the observer last saw the node WAITING on
 	// the feed (0: never), which tells a reporter the collector kept
 	// refusing from one it never heard from.
@@ -139,13 +145,13 @@ func (o *Observer) feedBatch(m *collectorv1.WatchLivenessResponse, now time.Time
 				n.attached = true
 				o.attached++
 			}
-			n.lastRenew = nowNs
+			n.lastHeard = nowNs
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_RENEWED:
 			if !n.attached { // a renewal implies attachment (events after a partial snapshot)
 				n.attached = true
 				o.attached++
 			}
-			n.lastRenew = nowNs
+			n.lastHeard = nowNs
 			o.renewals++
 			if rt := e.GetRenewTime(); rt != nil {
 				t := rt.AsTime()
@@ -157,6 +163,15 @@ func (o *Observer) feedBatch(m *collectorv1.WatchLivenessResponse, now time.Time
 					o.bins[b]++
 				}
 			}
+		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_STATUS_REPORTED:
+			if m.GetSnapshot() {
+				break // a repetition of the latest report, not a new one
+			}
+			at := nowNs
+			if rcv, sent := e.GetReceivedTime(), m.GetSentTime(); rcv != nil && sent != nil {
+				at -= max(int64(sent.AsTime().Sub(rcv.AsTime())), 0)
+			}
+			n.lastHeard = max(n.lastHeard, at)
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING:
 			n.lastWait = nowNs
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_DETACHED:
@@ -263,8 +278,8 @@ func (o *Observer) nodeEvent(m *nodev1.WatchNodesResponse, now time.Time) {
 	if st == stUnknown {
 		n.unknownAt = now.UnixNano()
 		ev := UnknownEvent{Name: name, At: now, MarkedAt: readyTransition(m.GetNode())}
-		if n.lastRenew > 0 {
-			ev.SinceRenew = time.Duration(now.UnixNano() - n.lastRenew)
+		if n.lastHeard > 0 {
+			ev.SinceHeard = time.Duration(now.UnixNano() - n.lastHeard)
 		}
 		if n.lastWait > 0 {
 			ev.SinceWaiting = time.Duration(now.UnixNano() - n.lastWait)
@@ -328,15 +343,16 @@ func (o *Observer) CountReady(prefix string) (ready, unknown int) {
 	return ready, unknown
 }
 
-// LastRenewals returns the observer clock of the latest feed renewal of
-// every node with prefix.
+// LastRenewals returns the observer clock of the latest sign of life on the
+// feed (renewal or status report, see nodeState.lastHeard) of every node
+// with prefix.
 func (o *Observer) LastRenewals(prefix string) map[string]time.Time {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	out := map[string]time.Time{}
 	for name, n := range o.nodes {
-		if strings.HasPrefix(name, prefix) && n.lastRenew > 0 {
-			out[name] = time.Unix(0, n.lastRenew)
+		if strings.HasPrefix(name, prefix) && n.lastHeard > 0 {
+			out[name] = time.Unix(0, n.lastHeard)
 		}
 	}
 	return out

@@ -94,9 +94,9 @@ type Latency struct {
 type Detection struct {
 	Killed     int     `json:"killed"`
 	Detected   int     `json:"detected"`
-	PastGrace  Summary `json:"pastGraceSeconds"`  // Unknown seen − (last renewal seen + grace)
+	PastGrace  Summary `json:"pastGraceSeconds"`  // Unknown seen − (last renewal or status report seen + grace)
 	SinceKill  Summary `json:"sinceKillSeconds"`  // Unknown seen − SIGKILL
-	WithinGoal int     `json:"withinGracePlus2s"` // killed nodes Unknown within grace + 2 s of their last renewal
+	WithinGoal int     `json:"withinGracePlus2s"` // killed nodes Unknown within grace + 2 s of their last renewal or status report
 	// The split of PastGrace, from the served Ready condition's
 	// lastTransitionTime (the monitor's clock at its mark; same host):
 	MarkedPastGrace Summary `json:"markedPastGraceSeconds"` // mark − (last renewal seen + grace)

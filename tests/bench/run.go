@@ -864,7 +864,7 @@ func (r *runner) falseUnknowns(from int, _ string) (int, []string) {
 				if e.SinceWaiting > 0 {
 					waited = fmt.Sprintf("%s after its last WAITING", fdur(e.SinceWaiting.Seconds()))
 				}
-				samples = append(samples, fmt.Sprintf("%s at %.1fs, %s after its last renewal on the feed, %s", e.Name, e.At.Sub(r.start).Seconds(), fdur(e.SinceRenew.Seconds()), waited))
+				samples = append(samples, fmt.Sprintf("%s at %.1fs, %s after its last renewal or status report on the feed, %s", e.Name, e.At.Sub(r.start).Seconds(), fdur(e.SinceHeard.Seconds()), waited))
 			}
 			seen[e.Name] = true
 		}
@@ -906,7 +906,7 @@ func (r *runner) killStage(ctx context.Context, kill int, core []string) error {
 			continue
 		}
 		d.Detected++
-		p := (e.SinceRenew - c.Grace).Seconds()
+		p := (e.SinceHeard - c.Grace).Seconds()
 		past = append(past, p)
 		since = append(since, e.At.Sub(killAt).Seconds())
 		if p <= 2 {
