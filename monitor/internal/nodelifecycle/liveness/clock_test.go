@@ -107,6 +107,21 @@ func TestRenewalsOfANewStreamCountWhateverTheNodesClock(t *testing.T) {
 	if n := tr.Node("n1"); n.Renewals != 6 {
 		t.Fatalf("a repeated renewTime on one stream counted: %d renewals", n.Renewals)
 	}
+
+	// The node crashes and boots again on c2, and its clock steps back a
+	// year meanwhile: DETACHED, an ATTACHED before the new stream's first
+	// renewal (no renewTime), then renewals a year behind the old ones.
+	// (The fault suite found this: kill-fleet, then a clock step.)
+	feed2.batches <- &collectorv1.WatchLivenessResponse{CollectorId: "c2", HeartbeatInterval: hb, Events: []*collectorv1.LivenessEvent{
+		{NodeName: "n1", Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_DETACHED},
+		{NodeName: "n1", Kind: attached}}}
+	poll(t, "attached again", func() bool { return tr.Node("n1").Renewals == 7 })
+	back := now.Add(-365 * 24 * time.Hour)
+	for i := 1; i <= 2; i++ {
+		monitorClock.add(10 * time.Second)
+		renew(feed2, "c2", renewed, back.Add(time.Duration(i)*10*time.Second))
+		poll(t, "renewal after the reboot", func() bool { return tr.Node("n1").Renewals == uint64(7+i) })
+	}
 }
 
 // The monitor's clock steps forward 10 minutes: every feed looks stale at

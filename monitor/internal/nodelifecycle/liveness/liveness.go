@@ -358,32 +358,42 @@ func (t *Tracker) batch(id string, f *feed, b *collectorv1.WatchLivenessResponse
 		nd := t.nodeLocked(name)
 		switch ev.GetKind() {
 		case collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_ATTACHED, collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_RENEWED:
-			// moved: the node is heard on a stream this record has not
-			// followed (another collector, or this one after a detach).
 			// Collectors keep renewTimes advancing per stream only; across
 			// streams they are the node's clock, which may have stepped
-			// back any amount, so a new stream's renewTimes start a new
-			// baseline rather than being compared with the old one.
+			// back any amount. So a new stream (an ATTACHED event, or a
+			// renewal heard on a collector this record did not follow)
+			// starts a new baseline rather than being compared with the
+			// old stream's renewTimes: its renewals count whatever they
+			// say. (An ATTACHED before the stream's first renewal carries
+			// no renewTime: the baseline is then empty, and the stream's
+			// first renewal is news whatever its time.)
 			moved := nd.collector != id
+			newStream := !b.GetSnapshot() && (moved || ev.GetKind() == collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_ATTACHED)
 			t.attachLocked(nd, id)
 			nd.detachedFrom = ""
-			rt := ev.GetRenewTime().AsTime()
-			// A snapshot repeats renewals already seen; only a renewal whose
-			// renewTime advanced (or a new attach, or a renewal on a new
-			// stream) is fresh evidence.
-			if ev.GetRenewTime() != nil && !rt.After(nd.renewTime) && (b.GetSnapshot() || ev.GetKind() == collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_RENEWED) && (!moved || b.GetSnapshot()) {
-				if moved {
-					nd.renewTime = rt
-				}
-				continue
+			var rt time.Time
+			if ev.GetRenewTime() != nil {
+				rt = ev.GetRenewTime().AsTime()
 			}
-			if b.GetSnapshot() && nd.renewTime.IsZero() && nd.renewals == 0 {
-				// First sight of the node: a baseline, not a heartbeat.
-				nd.renewTime = rt
-				continue
+			if !newStream {
+				// A snapshot repeats renewals already seen; only a renewal
+				// whose renewTime advanced is fresh evidence. A snapshot
+				// of a collector this record did not follow sets the
+				// baseline of the node's stream there.
+				if ev.GetRenewTime() != nil && !rt.After(nd.renewTime) {
+					if moved {
+						nd.renewTime = rt
+					}
+					continue
+				}
+				if b.GetSnapshot() && nd.renewTime.IsZero() && nd.renewals == 0 {
+					// First sight of the node: a baseline, not a heartbeat.
+					nd.renewTime = rt
+					continue
+				}
 			}
 			nd.renewals++
-			if rt.After(nd.renewTime) || moved && ev.GetRenewTime() != nil {
+			if newStream || rt.After(nd.renewTime) {
 				nd.renewTime = rt
 			}
 			nd.observedAt = now
