@@ -512,11 +512,7 @@ func clock(t time.Time) string { return t.Local().Format("15:04:05") }
 // clockSkewWords says how far the node's clock is from its collector's
 // (spec §17.2), and that nothing is judged by it.
 func clockSkewWords(skew time.Duration) string {
-	side := "ahead of"
-	if skew < 0 {
-		side = "behind"
-	}
-	words := fmt.Sprintf("node clock %s %s its collector's at its latest status report", skew.Abs().Round(time.Millisecond), side)
+	words := fmt.Sprintf("node clock %s %s its collector's at its latest status report", skew.Abs().Round(time.Millisecond), lifecycle.SkewSide(skew))
 	if skew.Abs() < time.Second {
 		return words + " (in step)"
 	}

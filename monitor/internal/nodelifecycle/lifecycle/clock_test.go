@@ -27,7 +27,7 @@ func clockRun(t *testing.T, s *sim, start, end time.Duration, offset func(time.D
 			lastRenewal = real
 		}
 		s.paused, s.blind = stale(real)
-		if r := s.at(now); ready(r) == nodemodel.Unknown && marked == 0 {
+		if r := s.at(now); ready(r) == nodemodel.Unknown {
 			return real, lastRenewal
 		}
 	}
@@ -60,8 +60,10 @@ func TestMonitorClockStepBack(t *testing.T) {
 }
 
 // The monitor's clock steps back 10 minutes just after it marked a node
-// Unknown: the node, heard again, recovers at its next renewal instead of
-// staying Unknown until the clock catches up with the mark.
+// Unknown: the node, heard again, recovers within one renewal interval of
+// renewing again instead of staying Unknown until the clock catches up with
+// the mark. (The first renewal after the step is heard at the instant the
+// mark was brought back to, which does not count as after it.)
 func TestMonitorClockStepBackAfterAMark(t *testing.T) {
 	cfg := DefaultConfig()
 	s := &sim{cfg: cfg, st: reported(nodemodel.True, t0)}
@@ -70,7 +72,8 @@ func TestMonitorClockStepBackAfterAMark(t *testing.T) {
 	if marked == 0 {
 		t.Fatal("not marked")
 	}
-	// Stepped back; the node renews again from the next second on.
+	// Stepped back; the node renews again from the next second on, every
+	// 10 s. Within 11 s of the step it must be Ready again.
 	back := t0.Add(marked - 10*time.Minute)
 	for i := 1; i <= 11; i++ {
 		now := back.Add(time.Duration(i) * time.Second)
@@ -79,9 +82,6 @@ func TestMonitorClockStepBackAfterAMark(t *testing.T) {
 			s.feedAt = now
 		}
 		if r := s.at(now); ready(r) == nodemodel.True {
-			if i > 11 {
-				t.Fatalf("recovered only after %d s", i)
-			}
 			return
 		}
 	}

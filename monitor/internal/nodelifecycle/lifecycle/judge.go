@@ -218,16 +218,18 @@ func skewEvent(warn time.Duration, name string, rec *Record, hb liveness.Heartbe
 		rec.SkewWarned = true
 		return Event{"Warning", ReasonNodeClockSkew, fmt.Sprintf("Node %s clock is %s %s its collector's (at its latest status report). "+
 			"Liveness is judged by the control plane's clocks, so the node stays as healthy as it reports; fix its time sync (NTP).",
-			name, abs.Round(time.Second), skewSide(hb.ClockSkew))}, true
+			name, abs.Round(time.Second), SkewSide(hb.ClockSkew))}, true
 	case rec.SkewWarned && abs <= warn/2:
 		rec.SkewWarned = false
 		return Event{"Normal", ReasonNodeClockSkewResolved, fmt.Sprintf("Node %s clock is back within %s of its collector's (%s %s).",
-			name, (warn / 2).Round(time.Second), abs.Round(time.Millisecond), skewSide(hb.ClockSkew))}, true
+			name, (warn / 2).Round(time.Second), abs.Round(time.Millisecond), SkewSide(hb.ClockSkew))}, true
 	}
 	return Event{}, false
 }
 
-func skewSide(d time.Duration) string {
+// SkewSide words the sign of a node's clock skew: "ahead of" or "behind"
+// (its collector's), for events and explanations alike.
+func SkewSide(d time.Duration) string {
 	if d < 0 {
 		return "behind"
 	}

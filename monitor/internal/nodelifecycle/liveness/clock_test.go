@@ -57,9 +57,7 @@ func TestStatusReportDatedByCollectorReceipt(t *testing.T) {
 	// A snapshot repeating it is no news.
 	monitorClock.add(time.Second)
 	report(true, back, collectorClock, collectorClock.Add(time.Second))
-	feed.batches <- &collectorv1.WatchLivenessResponse{CollectorId: "c1", HeartbeatInterval: hb}
-	poll(t, "batches consumed", func() bool { return len(feed.batches) == 0 })
-	time.Sleep(10 * time.Millisecond) // the last batch applied (it carries nothing to poll for)
+	applied(t, tr, feed, "c1", "marker-1")
 	if got := tr.Node("n1").StatusObservedAt; !got.Equal(monitorClock.now().Add(-time.Second)) {
 		t.Fatalf("a snapshot's repetition re-dated the report to %v", got)
 	}
@@ -101,9 +99,7 @@ func TestRenewalsOfANewStreamCountWhateverTheNodesClock(t *testing.T) {
 	}
 	// On one stream, a renewTime that does not advance is still no news.
 	renew(feed2, "c2", renewed, now.Add(30*time.Second))
-	feed2.batches <- &collectorv1.WatchLivenessResponse{CollectorId: "c2", HeartbeatInterval: hb}
-	poll(t, "batches consumed", func() bool { return len(feed2.batches) == 0 })
-	time.Sleep(10 * time.Millisecond)
+	applied(t, tr, feed2, "c2", "marker-2")
 	if n := tr.Node("n1"); n.Renewals != 6 {
 		t.Fatalf("a repeated renewTime on one stream counted: %d renewals", n.Renewals)
 	}
@@ -161,4 +157,14 @@ func TestTrackerClockStepForwardHoldsAndGivesBack(t *testing.T) {
 	if n := tr.Node("n1"); n.Paused || n.Blind != 10*time.Minute || !n.ObservedAt.Equal(monitorClock.now()) {
 		t.Fatalf("renewal after a step back: %+v", n)
 	}
+}
+
+// applied returns once every batch queued on f before it has been applied:
+// it sends one more, a WAITING of a node no other batch names, and waits
+// until the tracker has heard it. A feed's batches are applied in order.
+func applied(t *testing.T, tr *Tracker, f *fakeFeed, id, marker string) {
+	t.Helper()
+	f.batches <- &collectorv1.WatchLivenessResponse{CollectorId: id, HeartbeatInterval: durationpb.New(time.Second),
+		Events: []*collectorv1.LivenessEvent{{NodeName: marker, Kind: collectorv1.LivenessEventKind_LIVENESS_EVENT_KIND_WAITING}}}
+	poll(t, "the batches before "+marker, func() bool { return tr.Node(marker).Collector == id })
 }
