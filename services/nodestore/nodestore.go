@@ -184,6 +184,55 @@ func Put(k Kind, name string, v proto.Message) Op { return Op{Kind: k, Name: nam
 // Delete is a shorthand for an unconditional delete.
 func Delete(k Kind, name string) Op { return Op{Kind: k, Name: name} }
 
+// EachApplier commits several conditional writes in one round trip, each
+// on its own precondition (etcd: one Txn of nested Txns, each "if the key
+// is at its revision, put, else read it").
+// Apply is all or nothing, so one node's stale revision would fail a whole
+// group commit; the collector's status writes are conditional per node so
+// that a write from a stream that was superseded cannot land over a newer
+// one, and need this instead.
+type EachApplier interface {
+	// ApplyEach writes each op (a put: Value set, no Check, no TTL) whose
+	// own precondition (IfAbsent, IfModRevision, or none) holds, all at
+	// one revision, which it returns. An op whose precondition failed is
+	// not written, and its result holds the object as stored then. Keep
+	// len(ops) below MaxOps: etcd counts each nested Txn against the same
+	// limit as the ops around it.
+	ApplyEach(ctx context.Context, ops []Op) ([]EachResult, int64, error)
+}
+
+// EachResult is one op's outcome in ApplyEach.
+type EachResult struct {
+	// Applied: the precondition held and the value was written.
+	Applied bool
+	// Current is the object as stored when the op was not applied (Found
+	// false: absent).
+	Current GetResult
+}
+
+// CheckEach validates ops for ApplyEach: only puts, distinct keys, within
+// max (MaxOps minus the one level of nesting etcd counts).
+func CheckEach(ops []Op, maxOps int) error {
+	if len(ops) > maxOps-1 {
+		return fmt.Errorf("apply each: %d ops exceed the limit of %d", len(ops), maxOps-1)
+	}
+	seen := make(map[string]bool, len(ops))
+	for _, op := range ops {
+		if !op.Kind.Valid() || op.Name == "" {
+			return fmt.Errorf("apply each: invalid object %q/%q", op.Kind, op.Name)
+		}
+		if op.Value == nil || op.Check || op.TTL > 0 {
+			return fmt.Errorf("apply each: %s/%s: only plain puts are supported", op.Kind, op.Name)
+		}
+		k := string(op.Kind) + "/" + op.Name
+		if seen[k] {
+			return fmt.Errorf("apply each: duplicate key %s", k)
+		}
+		seen[k] = true
+	}
+	return nil
+}
+
 // Fence makes a write conditional on a leadership still being held: the
 // leader key must exist with the given create revision.
 type Fence struct {
@@ -280,6 +329,7 @@ type Leadership interface {
 type Store interface {
 	Reader
 	Writer
+	EachApplier
 	Watcher
 	// Ping checks the store answers a linearizable read.
 	Ping(ctx context.Context) error

@@ -15,11 +15,11 @@
 //
 // What an Ack promises (docs/contracts.md): a Register ack means nodes/<name>
 // exists in etcd; a status ack means status/<name> holds that status (it was
-// committed, or the stored copy already equals it); a lease ack means the
-// renewal is in this collector's memory and on the live feed to the monitors
-// (durable=false): it reaches leases/<name> within the checkpoint interval
-// while etcd is up, and survives in etcd only if it was checkpointed before
-// this collector dies. Lease acks continue during an etcd outage because
+// committed, or this stream's own earlier write or conditional write found
+// it stored); a lease ack means the renewal is in this collector's memory
+// and on the live feed to the monitors (durable=false): it reaches
+// leases/<name> within the checkpoint interval while etcd is up, and
+// survives in etcd only if it was checkpointed before this collector dies. Lease acks continue during an etcd outage because
 // liveness reaches the monitors over the feed, not through etcd.
 package ingest
 
@@ -642,11 +642,10 @@ func (s *Server) attach(st *stream, rq *registration) error {
 	name, res := rq.reg.GetNodeName(), rq.res
 	now := s.now()
 	st.name, st.leaseFresh = name, res.LeaseFresh
-	if res.Status != nil {
-		// The stored status seeds the cache, so the first unchanged
-		// report after a reconnect costs no write.
-		st.stored, st.hasStored = digestOf(res.Status)
-	}
+	// The first status of the stream is written whatever it says,
+	// conditional on the revision read here: that write fences off any
+	// write of an earlier stream still on its way to etcd (writeStatus).
+	st.storedRev = res.StatusRev
 	s.mu.Lock()
 	if st.ending() {
 		// Ended (superseded, drained, timed out) while registering:

@@ -37,6 +37,9 @@ type countingStore struct {
 	applies atomic.Int64
 	hold    atomic.Pointer[chan struct{}]
 	held    atomic.Int32 // reads waiting on hold now
+
+	holdWrites atomic.Pointer[chan struct{}]
+	heldWrites atomic.Int32
 }
 
 func (c *countingStore) Get(ctx context.Context, k nodestore.Kind, name string) (nodestore.Object, error) {
@@ -55,6 +58,19 @@ func (c *countingStore) Get(ctx context.Context, k nodestore.Kind, name string) 
 func (c *countingStore) Apply(ctx context.Context, f *nodestore.Fence, ops ...nodestore.Op) (int64, error) {
 	c.applies.Add(1)
 	return c.Store.Apply(ctx, f, ops...)
+}
+
+// ApplyEach (the status writes) counts as an Apply; while holdWrites is
+// set, it waits for it to close first: a write that reached etcd but is
+// not committed yet (a frozen member holds it).
+func (c *countingStore) ApplyEach(ctx context.Context, ops []nodestore.Op) ([]nodestore.EachResult, int64, error) {
+	c.applies.Add(1)
+	if h := c.holdWrites.Load(); h != nil {
+		c.heldWrites.Add(1)
+		<-*h // even when ctx ends: what etcd was sent, it commits
+		c.heldWrites.Add(-1)
+	}
+	return c.Store.ApplyEach(ctx, ops)
 }
 
 type harness struct {
@@ -302,16 +318,78 @@ func TestUnchangedStatusCostsNoApply(t *testing.T) {
 	if n := h.store.applies.Load() - base; n != 0 {
 		t.Fatalf("20 unchanged statuses cost %d Applies, want 0", n)
 	}
-	// A reconnect reads the stored status, so the first report on the new
-	// stream is also free when nothing changed.
+	// After a reconnect the first report is written once, unchanged or
+	// not (it fences off a late write of the old stream: see
+	// TestLateWriteOfAnOldStreamCannotHideANewerStatus); the ones after it
+	// are free again.
 	cancel()
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
 	c2, _ := h.open(t, ctx2, "node-b")
 	base = h.store.applies.Load()
-	c2.do(statusMsg(2, now.Add(time.Minute), "True"))
-	if n := h.store.applies.Load() - base; n != 0 {
-		t.Fatalf("unchanged status after reconnect cost %d Applies", n)
+	for i := range 5 {
+		if a := c2.do(statusMsg(uint64(2+i), now.Add(time.Minute+time.Duration(i)*time.Second), "True")); !a.GetDurable() {
+			t.Fatalf("ack after reconnect %v", a)
+		}
+	}
+	if n := h.store.applies.Load() - base; n != 1 {
+		t.Fatalf("5 unchanged statuses after a reconnect cost %d Applies, want 1", n)
+	}
+}
+
+// A status write of a node's old stream that reaches etcd after its new
+// stream registered (held in the group committer, or by a frozen etcd
+// member, past the stream's end) must not leave etcd holding that older
+// status while the new stream acks a newer one as durable. Before status
+// writes were conditional, the new stream took the status it read at
+// registration for what etcd holds, acked a report equal to it without a
+// write, and etcd kept the old stream's late write (docs/robustness.md,
+// Findings: acked-status-durable).
+func TestLateWriteOfAnOldStreamCannotHideANewerStatus(t *testing.T) {
+	h := newHarness(t, func(_ *Config, pc *persist.Config) { pc.CheckpointInterval = time.Hour })
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	defer cancel1()
+	c1, _ := h.open(t, ctx1, "node-l")
+	now := time.Now()
+	if a := c1.do(statusMsg(2, now, "True")); !a.GetDurable() {
+		t.Fatalf("first status: %v", a)
+	}
+
+	// The old stream's next status reaches the store and is held there.
+	gate := make(chan struct{})
+	h.store.holdWrites.Store(&gate)
+	if err := c1.s.Send(statusMsg(3, now.Add(time.Second), "False")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return h.store.heldWrites.Load() == 1 })
+	h.store.holdWrites.Store(nil)
+
+	// The reporter gives up on it and registers again: the new stream
+	// reads Ready=True as stored.
+	cancel1()
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	c2, _ := h.open(t, ctx2, "node-l")
+
+	// Now the old write commits.
+	close(gate)
+	waitFor(t, func() bool {
+		o, err := h.mem.Get(ctx2, nodestore.Statuses, "node-l")
+		return err == nil && nodemodel.ConditionStatus(o.Value.(*nodev1.NodeStatus).GetConditions(), "Ready") == "False"
+	})
+
+	// The new stream's report equals what it read at registration, not
+	// what etcd holds now. Acked durable, it must be what etcd holds.
+	a := c2.do(statusMsg(2, now.Add(2*time.Second), "True"))
+	if !a.GetDurable() || a.GetError() != nil {
+		t.Fatalf("new stream's status: %v", a)
+	}
+	o, err := h.mem.Get(ctx2, nodestore.Statuses, "node-l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := nodemodel.ConditionStatus(o.Value.(*nodev1.NodeStatus).GetConditions(), "Ready"); got != "True" {
+		t.Fatalf("acked durable Ready=True, etcd holds Ready=%s (the old stream's late write)", got)
 	}
 }
 

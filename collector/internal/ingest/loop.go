@@ -303,6 +303,12 @@ func (s *Server) statusReported(st *stream, j statusJob) {
 
 // writeStatus writes one status report unless the stored status already
 // equals it, and returns its ack; nil when the stream ended meanwhile.
+//
+// Every write is conditional on the revision of status/<name> the stream
+// knows (Persister.WriteStatus). When that fails, someone else wrote since:
+// the previous stream's last write landing late, or an operator. The
+// stream takes what is stored as its own knowledge and tries again, or acks
+// if what is stored already equals the report.
 func (s *Server) writeStatus(st *stream, j statusJob) *collectorv1.Ack {
 	a := &collectorv1.Ack{Seq: j.seq, CollectorId: s.cfg.CollectorID}
 	d, ok := digestOf(j.status)
@@ -312,27 +318,52 @@ func (s *Server) writeStatus(st *stream, j statusJob) *collectorv1.Ack {
 		s.statusReported(st, j)
 		return a
 	}
-	err := s.p.WriteStatus(st.ctx, st.name, j.status)
-	switch {
-	case err == nil:
-		st.stored, st.hasStored = d, ok
-		a.Durable = true
-		s.m.statusOK.Inc()
-		s.statusReported(st, j)
-	case st.ending():
-		return nil
-	case errors.Is(err, persist.ErrBusy):
-		// Not queued: etcd still holds what it held.
-		s.m.statusBusy.Inc()
-		a.Error = &collectorv1.Error{Code: uint32(codes.ResourceExhausted), Message: "collector write queue full: status not stored"}
-		a.RetryAfter = durationpb.New(s.p.StatusRetryAfter())
-	default:
-		// A failed commit may still have landed: forget the stored copy,
-		// so the next report is written whatever it says.
-		st.hasStored = false
-		s.m.statusUnavailable.Inc()
-		a.Error = &collectorv1.Error{Code: uint32(codes.Unavailable), Message: "status not stored: " + err.Error()}
-		a.RetryAfter = durationpb.New(s.cfg.RetryAfter)
+	for range statusWriteAttempts {
+		res, err := s.p.WriteStatus(st.ctx, st.name, j.status, st.storedRev)
+		switch {
+		case err == nil && res.Written:
+			st.stored, st.hasStored, st.storedRev = d, ok, res.Rev
+			a.Durable = true
+			s.m.statusOK.Inc()
+			s.statusReported(st, j)
+			return a
+		case err == nil:
+			st.storedRev, st.hasStored = res.Rev, false
+			if cur, cok := digestOf(res.Current); ok && cok && res.Current != nil && cur == d {
+				// Stored by another writer, and equal: the report is held.
+				st.stored, st.hasStored = d, true
+				a.Durable = true
+				s.m.statusUnchanged.Inc()
+				s.statusReported(st, j)
+				return a
+			}
+			continue // decide again on what is stored now
+		case st.ending():
+			return nil
+		case errors.Is(err, persist.ErrBusy):
+			// Not queued: etcd still holds what it held.
+			s.m.statusBusy.Inc()
+			a.Error = &collectorv1.Error{Code: uint32(codes.ResourceExhausted), Message: "collector write queue full: status not stored"}
+			a.RetryAfter = durationpb.New(s.p.StatusRetryAfter())
+			return a
+		default:
+			// A failed commit may still have landed: forget the stored
+			// copy; the next write's condition finds out.
+			st.hasStored = false
+			s.m.statusUnavailable.Inc()
+			a.Error = &collectorv1.Error{Code: uint32(codes.Unavailable), Message: "status not stored: " + err.Error()}
+			a.RetryAfter = durationpb.New(s.cfg.RetryAfter)
+			return a
+		}
 	}
+	// Another writer keeps changing the node's status: not ours to win.
+	s.m.statusUnavailable.Inc()
+	a.Error = &collectorv1.Error{Code: uint32(codes.Unavailable), Message: "status not stored: status/" + st.name + " keeps changing under another writer"}
+	a.RetryAfter = durationpb.New(s.cfg.RetryAfter)
 	return a
 }
+
+// statusWriteAttempts bounds how often one report is tried again after its
+// conditional write found the stored status changed. One retry is what a
+// late write of the previous stream costs; more means a second writer.
+const statusWriteAttempts = 3

@@ -79,11 +79,18 @@ type stream struct {
 	statuses []statusJob                   // status reports waiting for the writer (≤ StatusQueue)
 	writing  bool                          // a status writer runs
 
-	// The stored status as a digest; only the status writer reads and
-	// writes it after registration (one writer at a time, handed over
-	// under mu).
+	// What etcd holds as status/<name>: storedRev its revision (0: none),
+	// the revision this stream's next write is conditional on; stored its
+	// digest, valid only while hasStored. hasStored is set only by this
+	// stream's own write or by what its conditional write found: a status
+	// read at registration may still be overwritten by a write of the
+	// node's previous stream that was sent before and lands after, so it
+	// cannot stand for what etcd holds (writeStatus). Only the status
+	// writer reads and writes these after registration (one writer at a
+	// time, handed over under mu).
 	stored    statusDigest
 	hasStored bool
+	storedRev int64
 
 	// pods is set when the reporter asked for its node's pods (pods.go).
 	pods atomic.Pointer[podState]

@@ -26,6 +26,9 @@ type metrics struct {
 	timeouts     prometheus.Counter
 	pingFailures prometheus.Counter
 	regRetries   prometheus.Counter
+	// statusConflicts: conditional status writes that found status/<name>
+	// at another revision than their stream knew.
+	statusConflicts prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, table *live.Table) (*metrics, error) {
@@ -60,9 +63,11 @@ func newMetrics(reg prometheus.Registerer, table *live.Table) (*metrics, error) 
 			"Failed etcd availability pings (etcd is declared unavailable after --etcd.ping-failures in a row)."),
 		regRetries: metric.Counter("nodepulse_collector_registration_read_retries_total",
 			"Registration reads tried again after one attempt missed --registration.read-attempt-timeout (a frozen etcd member holds what is sent to it; the next attempt goes to another)."),
+		statusConflicts: metric.Counter("nodepulse_collector_status_write_conflicts_total",
+			"Status writes not made because the node's stored status had changed since its stream last read or wrote it: a write of the node's previous stream landing late, or another writer. The stream reads what is stored and decides again."),
 	}
 	unpersisted := metric.GaugeFunc("nodepulse_collector_leases_unpersisted", "Attached nodes whose latest acknowledged renewal is not yet in etcd (acknowledged-but-unpersisted backlog).", func() float64 { return float64(table.Unpersisted()) })
-	if err := metric.Register(reg, m.txns, m.writeSeconds, m.batchOps, m.queued, m.available, m.ckPending, m.checkpoints, m.ckDeferred, m.regQueued, m.peers, m.regInFlight, m.regYields, m.timeouts, m.pingFailures, unpersisted); err != nil {
+	if err := metric.Register(reg, m.txns, m.writeSeconds, m.batchOps, m.queued, m.available, m.ckPending, m.checkpoints, m.ckDeferred, m.regQueued, m.peers, m.regInFlight, m.regYields, m.timeouts, m.pingFailures, m.regRetries, m.statusConflicts, unpersisted); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -146,6 +146,7 @@ func DefaultConfig() Config {
 type Store interface {
 	nodestore.Reader
 	nodestore.Writer
+	nodestore.EachApplier
 	Ping(ctx context.Context) error
 }
 
@@ -363,40 +364,87 @@ func (p *Persister) apply(ctx context.Context, kind string, ops []nodestore.Op) 
 	return err
 }
 
+// applyEach is store.ApplyEach with the same metrics and bookkeeping.
+func (p *Persister) applyEach(ctx context.Context, kind string, ops []nodestore.Op) ([]nodestore.EachResult, int64, error) {
+	start := time.Now()
+	res, rev, err := p.store.ApplyEach(ctx, ops)
+	p.m.writeSeconds.WithLabelValues(kind).Observe(time.Since(start).Seconds())
+	p.m.batchOps.WithLabelValues(kind).Observe(float64(len(ops)))
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	p.m.txns.WithLabelValues(kind, result).Inc()
+	p.observe(err)
+	return res, rev, err
+}
+
 // ---- status group commit ----
 
 type statusReq struct {
 	name   string
 	status *nodev1.NodeStatus
-	done   chan error
+	ifRev  int64 // the revision of status/<name> the writer last knew; 0: absent
+	done   chan statusDone
 }
 
-// WriteStatus stores status/<name> and returns once it is committed (nil),
-// refused (ErrUnavailable, ErrBusy) or ctx ends. The status is not copied:
-// the caller must not modify it afterwards.
-func (p *Persister) WriteStatus(ctx context.Context, name string, st *nodev1.NodeStatus) error {
+type statusDone struct {
+	res StatusResult
+	err error
+}
+
+// StatusResult is the outcome of a status write that reached etcd.
+type StatusResult struct {
+	// Written: the status is stored at Rev. Otherwise status/<name> was no
+	// longer at the caller's revision, and nothing was written: Rev and
+	// Current are what etcd holds now (Current nil and Rev 0 when absent).
+	Written bool
+	Rev     int64
+	Current *nodev1.NodeStatus
+}
+
+// ErrSuperseded: a later status of the same node in the same group commit
+// took this one's place (two streams of one node, the older one ending).
+var ErrSuperseded = errors.New("superseded by a later status of the node in the same commit")
+
+// WriteStatus stores status/<name> if it is still at revision ifRev (0: the
+// node has no status yet) and returns once etcd answered (see
+// StatusResult), the write was refused (ErrUnavailable, ErrBusy) or ctx
+// ends. The status is not copied: the caller must not modify it afterwards.
+//
+// The write is conditional because a stream's write can reach etcd after
+// the node's next stream read the stored status: a request queued here or
+// held by a frozen etcd member outlives the stream and even the process
+// that sent it. Unconditional, it lands over whatever the newer stream
+// stored or found stored, and etcd keeps an older status than the one the
+// reporter was told is durable. Conditional, it fails, and the newer
+// stream's own write fails instead when the older one got there first:
+// whichever is later is told and decides again (docs/robustness.md,
+// Findings).
+func (p *Persister) WriteStatus(ctx context.Context, name string, st *nodev1.NodeStatus, ifRev int64) (StatusResult, error) {
 	if !p.available.Load() {
-		return ErrUnavailable
+		return StatusResult{}, ErrUnavailable
 	}
-	r := &statusReq{name: name, status: st, done: make(chan error, 1)}
+	r := &statusReq{name: name, status: st, ifRev: ifRev, done: make(chan statusDone, 1)}
 	select {
 	case p.statusQ <- r:
 	default:
-		return ErrBusy
+		return StatusResult{}, ErrBusy
 	}
 	p.m.queued.Inc()
 	select {
-	case err := <-r.done:
-		return err
+	case d := <-r.done:
+		return d.res, d.err
 	case <-ctx.Done():
 		// The write may still commit; the caller did not ack it, so the
 		// reporter resends and the stored copy converges.
-		return ctx.Err()
+		return StatusResult{}, ctx.Err()
 	}
 }
 
 func (p *Persister) statusLoop(ctx context.Context) {
-	maxOps := p.store.MaxOps()
+	// etcd counts each nested Txn of ApplyEach against its op limit.
+	maxOps := p.store.MaxOps() - 1
 	for {
 		var first *statusReq
 		select {
@@ -412,30 +460,61 @@ func (p *Persister) statusLoop(ctx context.Context) {
 }
 
 func (p *Persister) commitStatuses(ctx context.Context, batch []*statusReq) {
-	// One op per key: etcd refuses a Txn that puts the same key twice, and
-	// the later status of one node supersedes the earlier (a stream's
-	// statuses are sequential, so "later in the queue" is "later").
+	// One op per key: etcd refuses a Txn that puts the same key twice. Two
+	// requests for one node come from two of its streams (each waits for
+	// its own write before the next); the later-queued is the newer
+	// stream's, and the older one is told it was superseded.
 	idx := map[string]int{}
 	var ops []nodestore.Op
+	var reqs []*statusReq
 	for _, r := range batch {
 		if i, ok := idx[r.name]; ok {
-			ops[i].Value = r.status
+			reqs[i].done <- statusDone{err: ErrSuperseded}
+			reqs[i] = r
+			ops[i] = statusOp(r)
 			continue
 		}
 		idx[r.name] = len(ops)
-		ops = append(ops, nodestore.Put(nodestore.Statuses, r.name, r.status))
+		ops = append(ops, statusOp(r))
+		reqs = append(reqs, r)
 	}
+	var res []nodestore.EachResult
+	var rev int64
 	var err error
 	if !p.available.Load() {
 		err = ErrUnavailable
-	} else if err = p.apply(ctx, "status", ops); err != nil {
+	} else if res, rev, err = p.applyEach(ctx, "status", ops); err != nil {
 		p.lg.Warn("status batch failed", zap.Int("ops", len(ops)), zap.Error(err))
 		err = fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	p.statusRate.add(len(batch))
-	for _, r := range batch {
-		r.done <- err
+	for i, r := range reqs {
+		if err != nil {
+			r.done <- statusDone{err: err}
+			continue
+		}
+		out := StatusResult{Written: res[i].Applied, Rev: rev}
+		if !out.Written {
+			p.m.statusConflicts.Inc()
+			out.Rev = 0
+			if cur := res[i].Current; cur.Found {
+				out.Rev = cur.Object.ModRevision
+				out.Current, _ = cur.Object.Value.(*nodev1.NodeStatus)
+			}
+		}
+		r.done <- statusDone{res: out}
 	}
+}
+
+// statusOp is r's write: conditional on the revision its writer knew.
+func statusOp(r *statusReq) nodestore.Op {
+	op := nodestore.Put(nodestore.Statuses, r.name, r.status)
+	if r.ifRev > 0 {
+		op.IfModRevision = r.ifRev
+	} else {
+		op.IfAbsent = true
+	}
+	return op
 }
 
 func (p *Persister) failQueued(err error) {
@@ -443,7 +522,7 @@ func (p *Persister) failQueued(err error) {
 		select {
 		case r := <-p.statusQ:
 			p.m.queued.Dec()
-			r.done <- err
+			r.done <- statusDone{err: err}
 		case r := <-p.regQ:
 			r.done <- regResult{err: err}
 		default:
@@ -458,9 +537,11 @@ func (p *Persister) failQueued(err error) {
 type Registered struct {
 	// Node as served: stored metadata and spec, stored status, health.
 	Node *nodev1.Node
-	// Status is the stored status (nil when none), which the caller caches
-	// to detect unchanged reports.
-	Status *nodev1.NodeStatus
+	// Status is the stored status (nil when none), and StatusRev its
+	// revision (0 when none): the revision the stream's first status write
+	// is conditional on.
+	Status    *nodev1.NodeStatus
+	StatusRev int64
 	// Created says the node was created by this registration.
 	Created bool
 	// LeaseFresh is when the stored lease stops keeping its own promise
@@ -711,7 +792,7 @@ func (p *Persister) registerBatch(ctx context.Context, batch []*regReq) {
 		// duplicate its own copy. (Copying every answer cost 4 % of the
 		// collector's CPU in a registration storm.)
 		if handed[name] {
-			res = Registered{Node: proto.CloneOf(res.Node), Status: proto.CloneOf(res.Status), Created: res.Created, LeaseFresh: res.LeaseFresh}
+			res = Registered{Node: proto.CloneOf(res.Node), Status: proto.CloneOf(res.Status), StatusRev: res.StatusRev, Created: res.Created, LeaseFresh: res.LeaseFresh}
 		}
 		handed[name] = true
 		r.done <- regResult{reg: res}
@@ -740,13 +821,14 @@ func (p *Persister) registerNames(ctx context.Context, names []string, want map[
 	for i, n := range names {
 		nodeRes, stRes, hRes, lRes := got[per*i], got[per*i+1], got[per*i+2], got[per*i+3]
 		var st *nodev1.NodeStatus
+		var stRev int64
 		var h *nodev1.NodeHealth
 		var fresh time.Time
 		if lRes.Found {
 			fresh = leaseFresh(lRes.Object.Value.(*nodev1.Lease))
 		}
 		if stRes.Found {
-			st = stRes.Object.Value.(*nodev1.NodeStatus)
+			st, stRev = stRes.Object.Value.(*nodev1.NodeStatus), stRes.Object.ModRevision
 		}
 		if hRes.Found {
 			h = hRes.Object.Value.(*nodev1.NodeHealth)
@@ -754,13 +836,13 @@ func (p *Persister) registerNames(ctx context.Context, names []string, want map[
 		}
 		if !nodeRes.Found {
 			create = append(create, n)
-			out[n] = Registered{Status: st, Node: nodemodel.Merge(want[n], st, h), Created: true, LeaseFresh: fresh}
+			out[n] = Registered{Status: st, StatusRev: stRev, Node: nodemodel.Merge(want[n], st, h), Created: true, LeaseFresh: fresh}
 			continue
 		}
 		meta := nodeRes.Object.Value.(*nodev1.Node)
 		served := nodemodel.Merge(meta, st, h)
 		served.Metadata.ResourceVersion = fmt.Sprint(nodeRes.Object.ModRevision)
-		out[n] = Registered{Status: st, Node: served, LeaseFresh: fresh}
+		out[n] = Registered{Status: st, StatusRev: stRev, Node: served, LeaseFresh: fresh}
 	}
 	if len(create) == 0 {
 		return out, nil

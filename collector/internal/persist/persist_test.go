@@ -441,3 +441,49 @@ func TestRegistrationReadRetriedAfterAttemptTimeout(t *testing.T) {
 		t.Fatal("a timed-out read attempt declared etcd unavailable")
 	}
 }
+
+// Status writes are conditional on the revision the writer knew: a stale
+// one writes nothing and says what is stored; two of one node in one group
+// commit keep the later and tell the earlier it was superseded.
+func TestStatusWritesAreConditional(t *testing.T) {
+	mem := memstore.New(memstore.Config{})
+	cfg := DefaultConfig()
+	cfg.CollectorID = "c-test"
+	cfg.PingInterval = time.Hour
+	p, err := New(cfg, mem, live.New(1<<10), zap.NewNop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; _ = mem.Close() })
+
+	ready := func(s string) *nodev1.NodeStatus {
+		return &nodev1.NodeStatus{Conditions: []*nodev1.NodeCondition{{Type: "Ready", Status: s}}}
+	}
+	first, err := p.WriteStatus(ctx, "n", ready("True"), 0)
+	if err != nil || !first.Written || first.Rev == 0 {
+		t.Fatalf("first write: %+v, %v", first, err)
+	}
+	// A writer that still believes the node has no status writes nothing.
+	stale, err := p.WriteStatus(ctx, "n", ready("False"), 0)
+	if err != nil || stale.Written || stale.Rev != first.Rev || stale.Current.GetConditions()[0].GetStatus() != "True" {
+		t.Fatalf("stale write: %+v, %v; want not written, the stored status at %d", stale, err, first.Rev)
+	}
+	// Two writers of one node in one batch: the later one wins.
+	earlier := &statusReq{name: "n", status: ready("Unknown"), ifRev: first.Rev, done: make(chan statusDone, 1)}
+	later := &statusReq{name: "n", status: ready("False"), ifRev: first.Rev, done: make(chan statusDone, 1)}
+	p.commitStatuses(ctx, []*statusReq{earlier, later})
+	if d := <-earlier.done; !errors.Is(d.err, ErrSuperseded) {
+		t.Fatalf("earlier write of the same batch: %+v, want ErrSuperseded", d)
+	}
+	d := <-later.done
+	if d.err != nil || !d.res.Written {
+		t.Fatalf("later write: %+v", d)
+	}
+	o, err := mem.Get(ctx, nodestore.Statuses, "n")
+	if err != nil || o.Value.(*nodev1.NodeStatus).GetConditions()[0].GetStatus() != "False" || o.ModRevision != d.res.Rev {
+		t.Fatalf("stored %v at %d, %v; want Ready=False at %d", o.Value, o.ModRevision, err, d.res.Rev)
+	}
+}

@@ -513,6 +513,44 @@ func (s *Store) Apply(ctx context.Context, fence *nodestore.Fence, ops ...nodest
 	return s.commit(changes), nil
 }
 
+// ApplyEach implements nodestore.EachApplier: each op is written when its
+// own precondition holds, all in one revision.
+func (s *Store) ApplyEach(ctx context.Context, ops []nodestore.Op) ([]nodestore.EachResult, int64, error) {
+	if err := nodestore.CheckEach(ops, s.cfg.MaxOps); err != nil {
+		return nil, 0, err
+	}
+	values := make([][]byte, len(ops))
+	for i, op := range ops {
+		b, err := proto.Marshal(op.Value)
+		if err != nil {
+			return nil, 0, fmt.Errorf("encode %s/%s: %w", op.Kind, op.Name, err)
+		}
+		values[i] = b
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(); err != nil {
+		return nil, 0, fmt.Errorf("apply each of %d ops: %w", len(ops), err)
+	}
+	out := make([]nodestore.EachResult, len(ops))
+	var changes []change
+	for i, op := range ops {
+		key := s.key(op.Kind, op.Name)
+		held := !(op.IfAbsent && s.createRev(key) != 0) && !(op.IfModRevision > 0 && s.modRev(key) != op.IfModRevision)
+		if held {
+			out[i].Applied = true
+			changes = append(changes, change{key: key, value: values[i]})
+			continue
+		}
+		if v := s.current(key); v != nil {
+			if o, ok := s.decode(key, *v); ok {
+				out[i].Current = nodestore.GetResult{Object: o, Found: true}
+			}
+		}
+	}
+	return out, s.commit(changes), nil
+}
+
 func (s *Store) newLease(ttl time.Duration, sess *session) *lease {
 	s.lastLease++
 	l := &lease{id: s.lastLease, ttl: ttl, keys: map[string]struct{}{}, sess: sess}

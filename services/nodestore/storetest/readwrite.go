@@ -377,3 +377,82 @@ func testApplyBadInput(t *testing.T, s nodestore.Store) {
 		}
 	}
 }
+
+// testApplyEach: each op is written on its own precondition, all at one
+// revision; a failed one reports what is stored and changes nothing.
+func testApplyEach(t *testing.T, s nodestore.Store) {
+	ea, ok := s.(nodestore.EachApplier)
+	if !ok {
+		t.Skip("the store has no ApplyEach")
+	}
+	c := ctx(t)
+	r1 := apply(t, s, nil, nodestore.Put(nodestore.Nodes, "cas", node("cas", "1")), nodestore.Put(nodestore.Nodes, "taken", node("taken", "1")))
+	r2 := apply(t, s, nil, nodestore.Put(nodestore.Nodes, "taken", node("taken", "2")))
+	res, rev, err := ea.ApplyEach(c, []nodestore.Op{
+		{Kind: nodestore.Nodes, Name: "cas", Value: node("cas", "2"), IfModRevision: r1},       // holds
+		{Kind: nodestore.Nodes, Name: "taken", Value: node("taken", "x"), IfModRevision: r1},   // stale
+		{Kind: nodestore.Nodes, Name: "new", Value: node("new", "1"), IfAbsent: true},          // holds
+		{Kind: nodestore.Nodes, Name: "taken2", Value: node("taken2", "x"), IfModRevision: r2}, // missing
+		{Kind: nodestore.Nodes, Name: "plain", Value: node("plain", "1")},                      // unconditional
+	})
+	if err != nil {
+		t.Fatalf("apply each: %v", err)
+	}
+	if rev <= r2 {
+		t.Fatalf("apply each: revision %d, want after %d", rev, r2)
+	}
+	want := []bool{true, false, true, false, true}
+	for i, r := range res {
+		if r.Applied != want[i] {
+			t.Errorf("op %d: applied %v, want %v", i, r.Applied, want[i])
+		}
+	}
+	if !res[1].Current.Found || res[1].Current.Object.ModRevision != r2 {
+		t.Errorf("stale op: current %+v, want the object at revision %d", res[1].Current, r2)
+	} else {
+		wantValue(t, res[1].Current.Object, node("taken", "2"))
+	}
+	if res[3].Current.Found {
+		t.Errorf("op on a missing object: current %+v, want absent", res[3].Current)
+	}
+	for _, n := range []string{"cas", "new", "plain"} {
+		if o := mustGet(t, s, nodestore.Nodes, n); o.ModRevision != rev {
+			t.Errorf("%s: mod revision %d, want the apply's %d", n, o.ModRevision, rev)
+		}
+	}
+	wantValue(t, mustGet(t, s, nodestore.Nodes, "taken"), node("taken", "2"))
+	mustNotFound(t, s, nodestore.Nodes, "taken2")
+
+	// Nothing applied: no revision is spent, and the results say why.
+	res, rev2, err := ea.ApplyEach(c, []nodestore.Op{{Kind: nodestore.Nodes, Name: "new", Value: node("new", "y"), IfAbsent: true}})
+	if err != nil || res[0].Applied || rev2 != rev {
+		t.Errorf("a create of an existing object: applied %v, revision %d (want %d), err %v", res[0].Applied, rev2, rev, err)
+	}
+
+	// As many ops as the store takes below its limit, one of them stale.
+	n := s.MaxOps() - 1
+	ops := make([]nodestore.Op, n)
+	for i := range ops {
+		name := fmt.Sprintf("many-%03d", i)
+		ops[i] = nodestore.Op{Kind: nodestore.Nodes, Name: name, Value: node(name, "1"), IfAbsent: true}
+	}
+	ops[n/2].Name, ops[n/2].Value = "cas", node("cas", "x")
+	if res, _, err = ea.ApplyEach(c, ops); err != nil {
+		t.Fatalf("apply each of %d ops: %v", n, err)
+	}
+	if res[n/2].Applied || !res[0].Applied || !res[n-1].Applied {
+		t.Errorf("apply each of %d ops: the stale op applied %v, the first %v, the last %v", n, res[n/2].Applied, res[0].Applied, res[n-1].Applied)
+	}
+
+	// Bad input is refused before anything is sent.
+	for name, bad := range map[string][]nodestore.Op{
+		"too many":  make([]nodestore.Op, s.MaxOps()),
+		"delete":    {{Kind: nodestore.Nodes, Name: "cas"}},
+		"check":     {nodestore.Unchanged(nodestore.Nodes, "cas", rev)},
+		"duplicate": {nodestore.Put(nodestore.Nodes, "d", node("d", "1")), nodestore.Put(nodestore.Nodes, "d", node("d", "2"))},
+	} {
+		if _, _, err := ea.ApplyEach(c, bad); err == nil {
+			t.Errorf("%s: apply each accepted it", name)
+		}
+	}
+}

@@ -68,6 +68,7 @@ var cases = []testCase{
 	{"ApplyIsAtomic", testApplyAtomic},
 	{"ApplyChecks", testApplyChecks},
 	{"ApplyRejectsBadInput", testApplyBadInput},
+	{"ApplyEach", testApplyEach},
 	{"Fence", testFence},
 	{"TTL", testTTL},
 	{"WatchOrder", testWatchOrder},
