@@ -446,18 +446,8 @@ func TestRegistrationReadRetriedAfterAttemptTimeout(t *testing.T) {
 // one writes nothing and says what is stored; two of one node in one group
 // commit keep the later and tell the earlier it was superseded.
 func TestStatusWritesAreConditional(t *testing.T) {
-	mem := memstore.New(memstore.Config{})
-	cfg := DefaultConfig()
-	cfg.CollectorID = "c-test"
-	cfg.PingInterval = time.Hour
-	p, err := New(cfg, mem, live.New(1<<10), zap.NewNop(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; _ = mem.Close() })
+	p, g, ctx := newGatedOps(t, 1, 128, 0) // the gate holds registration reads only
+	mem := g.Store
 
 	ready := func(s string) *nodev1.NodeStatus {
 		return &nodev1.NodeStatus{Conditions: []*nodev1.NodeCondition{{Type: "Ready", Status: s}}}
