@@ -398,6 +398,40 @@ func TestMTLSRoles(t *testing.T) {
 	comp := client("server") // the component certificate
 	_, err = comp.AddTaint(ctx, &nodev1.AddTaintRequest{Name: "a", Taint: &nodev1.Taint{Key: "k", Effect: nodemodel.NoSchedule}})
 	wantCode(t, err, codes.PermissionDenied, "")
+
+	// NodeRestriction through the gRPC door, as through the Kubernetes
+	// API (kubeapi's TestMTLSIdentities): a node writes the status of the
+	// pods bound to it and of no other.
+	for _, pod := range []struct{ name, node string }{{"on-a", "a"}, {"on-b", "b"}} {
+		p := &podv1.Pod{Metadata: &nodev1.ObjectMeta{Name: pod.name, Namespace: "default", Uid: "u-" + pod.name, CreationTimestamp: nodemodel.Timestamp(time.Now())},
+			Spec: &podv1.PodSpec{NodeName: pod.node}, Status: &podv1.PodStatus{Phase: "Pending"}}
+		if _, err := e.store.Apply(ctx, nil, nodestore.Put(nodestore.Pods, "default/"+pod.name, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitCache(t)
+	tc, err := tlsconfig.Config{CertFile: p("node-a.crt"), KeyFile: p("node-a.key"), CAFile: p("ca.crt"), ServerName: "localhost"}.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodePods := podv1.NewPodServiceClient(e.dial(t, credentials.NewTLS(tc)))
+	running := &podv1.PodStatus{Phase: "Running"}
+	if _, err := nodePods.UpdatePodStatus(ctx, &podv1.UpdatePodStatusRequest{Namespace: "default", Name: "on-a", Status: running}); err != nil {
+		t.Fatalf("node a writes the status of its own pod: %v", err)
+	}
+	_, err = nodePods.UpdatePodStatus(ctx, &podv1.UpdatePodStatusRequest{Namespace: "default", Name: "on-b", Status: running})
+	wantCode(t, err, codes.PermissionDenied, "")
+	if msg := status.Convert(err).Message(); msg != `node "a" can only update pod status for pods with spec.nodeName set to itself` {
+		t.Fatalf("refusal %q, want NodeRestriction's words", msg)
+	}
+	if pe, _ := e.cache.Pod("default", "on-b"); pe.Pod.GetStatus().GetPhase() != "Pending" {
+		t.Fatalf("the refused write changed pod on-b: phase %q", pe.Pod.GetStatus().GetPhase())
+	}
+	_, err = nodePods.DeletePod(ctx, &podv1.DeletePodRequest{Namespace: "default", Name: "on-a"})
+	wantCode(t, err, codes.PermissionDenied, "")
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, "nodes change only the status of their pods") {
+		t.Fatalf("refusal %q", msg)
+	}
 }
 
 func TestParseSelectorErrors(t *testing.T) {

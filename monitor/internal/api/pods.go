@@ -6,6 +6,7 @@ package api
 import (
 	"context"
 	"errors"
+	"maps"
 	"strconv"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	podv1 "github.com/nodepulse/nodepulse/gen/nodepulse/pod/v1"
+	"github.com/nodepulse/nodepulse/monitor/internal/authz"
 	"github.com/nodepulse/nodepulse/monitor/internal/nodelifecycle/cache"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/admission"
 	"github.com/nodepulse/nodepulse/monitor/internal/workloads/podutil"
@@ -221,17 +223,9 @@ func (s *PodServer) UpdatePodStatus(ctx context.Context, req *podv1.UpdatePodSta
 		return nil, validation.Status(err)
 	}
 	key := cache.PodKey(ns, name)
-	// With a resource version the client asked for that revision and no
-	// other: a change in between is its conflict, not one to retry.
-	var want int64
-	var conflict error
-	if rv := req.GetResourceVersion(); rv != "" {
-		v, err := cache.ParseVersion(rv)
-		if err != nil || !v.Last {
-			return nil, status.Errorf(codes.InvalidArgument, "resourceVersion: %q is not a pod's resource version", rv)
-		}
-		want = v.Rev
-		conflict = status.Errorf(codes.Aborted, "resourceVersion: pod %s changed meanwhile; read it again", key)
+	want, conflict, err := podPrecondition(key, req.GetResourceVersion())
+	if err != nil {
+		return nil, err
 	}
 	var p *podv1.Pod
 	_, rev, err := s.rewrite(ctx, nodestore.Pods, key, "pod "+key, "write", conflict, func(o nodestore.Object) ([]nodestore.Op, error) {
@@ -239,6 +233,11 @@ func (s *PodServer) UpdatePodStatus(ctx context.Context, req *podv1.UpdatePodSta
 			return nil, status.Errorf(codes.Aborted, "resourceVersion: pod %s is at %d, not %d; read it again", key, o.ModRevision, want)
 		}
 		p = podutil.Stored(o.Value.(*podv1.Pod))
+		// NodeRestriction: a node writes the status of its own pods only,
+		// judged on the stored binding (the request cannot move the pod).
+		if node, ok := authz.NodeName(ctx); ok && p.GetSpec().GetNodeName() != node {
+			return nil, status.Errorf(codes.PermissionDenied, "node %q can only update pod status for pods with spec.nodeName set to itself", node)
+		}
 		p.Status = proto.CloneOf(req.GetStatus())
 		return []nodestore.Op{{Kind: nodestore.Pods, Name: key, Value: p, IfModRevision: o.ModRevision}}, nil
 	})
@@ -249,6 +248,63 @@ func (s *PodServer) UpdatePodStatus(ctx context.Context, req *podv1.UpdatePodSta
 	s.audit(ctx, "pod", "pod status updated", key, zap.String("phase", p.Status.GetPhase()))
 	p.Metadata.Namespace, p.Metadata.Name = ns, name
 	return &podv1.UpdatePodStatusResponse{Pod: s.served(p, rev)}, nil
+}
+
+// podPrecondition reads a write's resource version: with one the client
+// asked for that revision and no other, so a change in between is its
+// conflict (the returned error for rewrite), not one to retry.
+func podPrecondition(key, rv string) (int64, error, error) {
+	if rv == "" {
+		return 0, nil, nil
+	}
+	v, err := cache.ParseVersion(rv)
+	if err != nil || !v.Last {
+		return 0, nil, status.Errorf(codes.InvalidArgument, "resourceVersion: %q is not a pod's resource version", rv)
+	}
+	return v.Rev, status.Errorf(codes.Aborted, "resourceVersion: pod %s changed meanwhile; read it again", key), nil
+}
+
+// UpdatePod implements PodService: the labels and annotations of a pod
+// replaced in one compare-and-swap, everything else as stored.
+func (s *PodServer) UpdatePod(ctx context.Context, req *podv1.UpdatePodRequest) (*podv1.UpdatePodResponse, error) {
+	ns, name := req.GetNamespace(), req.GetName()
+	if err := invalid(podutil.ValidateRef(ns, name)); err != nil {
+		return nil, err
+	}
+	labels, annotations := req.GetLabels(), req.GetAnnotations()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	if err := checkMetadata(labels, annotations); err != nil {
+		return nil, err
+	}
+	key := cache.PodKey(ns, name)
+	want, conflict, err := podPrecondition(key, req.GetResourceVersion())
+	if err != nil {
+		return nil, err
+	}
+	var p *podv1.Pod
+	_, rev, err := s.rewrite(ctx, nodestore.Pods, key, "pod "+key, "write", conflict, func(o nodestore.Object) ([]nodestore.Op, error) {
+		if want != 0 && o.ModRevision != want {
+			return nil, status.Errorf(codes.Aborted, "resourceVersion: pod %s is at %d, not %d; read it again", key, o.ModRevision, want)
+		}
+		p = podutil.Stored(o.Value.(*podv1.Pod))
+		if p.Metadata == nil {
+			p.Metadata = &nodev1.ObjectMeta{}
+		}
+		p.Metadata.Labels, p.Metadata.Annotations = maps.Clone(labels), maps.Clone(annotations)
+		return []nodestore.Op{{Kind: nodestore.Pods, Name: key, Value: p, IfModRevision: o.ModRevision}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.waitCache(ctx, rev)
+	s.audit(ctx, "pod", "pod metadata updated", key, zap.Int("labels", len(labels)), zap.Int("annotations", len(annotations)))
+	p.Metadata.Namespace, p.Metadata.Name = ns, name
+	return &podv1.UpdatePodResponse{Pod: s.served(p, rev)}, nil
 }
 
 // DeletePod implements PodService: the API server's graceful deletion

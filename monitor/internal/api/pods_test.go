@@ -289,3 +289,37 @@ func TestPodServiceAuthorization(t *testing.T) {
 	_, err = client("server").UpdatePodStatus(ctx, &podv1.UpdatePodStatusRequest{Namespace: "default", Name: "a", Status: &podv1.PodStatus{}})
 	wantCode(t, err, codes.PermissionDenied, "")
 }
+
+// TestUpdatePodMetadata: UpdatePod replaces labels and annotations and
+// keeps the rest; a bad label is InvalidArgument naming metadata.labels, a
+// stale resource version Aborted, and neither changes the pod.
+func TestUpdatePodMetadata(t *testing.T) {
+	e := start(t, opts{})
+	cl := e.pods(t, nil)
+	ctx := context.Background()
+	r, err := cl.CreatePod(ctx, &podv1.CreatePodRequest{Pod: newPod("default", "m", "n1", "", map[string]string{"app": "web"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := r.GetPod().GetMetadata().GetResourceVersion()
+	u, err := cl.UpdatePod(ctx, &podv1.UpdatePodRequest{Namespace: "default", Name: "m", Labels: map[string]string{"app": "web", "tier": "front"},
+		Annotations: map[string]string{"note": "hello"}, ResourceVersion: first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := u.GetPod()
+	if p.GetMetadata().GetLabels()["tier"] != "front" || p.GetMetadata().GetAnnotations()["note"] != "hello" || p.GetSpec().GetNodeName() != "n1" ||
+		p.GetMetadata().GetUid() != r.GetPod().GetMetadata().GetUid() || p.GetMetadata().GetResourceVersion() == first {
+		t.Fatalf("after UpdatePod: %v", p)
+	}
+	_, err = cl.UpdatePod(ctx, &podv1.UpdatePodRequest{Namespace: "default", Name: "m", Labels: map[string]string{"app": "stale"}, ResourceVersion: first})
+	wantCode(t, err, codes.Aborted, "resourceVersion")
+	_, err = cl.UpdatePod(ctx, &podv1.UpdatePodRequest{Namespace: "default", Name: "m", Labels: map[string]string{"bad key!": "x"}})
+	wantCode(t, err, codes.InvalidArgument, "metadata.labels[bad key!]")
+	_, err = cl.UpdatePod(ctx, &podv1.UpdatePodRequest{Namespace: "default", Name: "absent"})
+	wantCode(t, err, codes.NotFound, "")
+	g, err := cl.GetPod(ctx, &podv1.GetPodRequest{Namespace: "default", Name: "m"})
+	if err != nil || g.GetPod().GetMetadata().GetResourceVersion() != p.GetMetadata().GetResourceVersion() {
+		t.Fatalf("refused updates changed the pod: %v %v", g, err)
+	}
+}

@@ -49,9 +49,12 @@ var selfReviews = []string{"selfsubjectaccessreviews", "selfsubjectrulesreviews"
 //     has an identity) anyone;
 //   - changes: the operators group; on a plaintext server a caller with
 //     the operator token when one is set, else anyone (development mode);
-//   - node identities read, and change nothing through either API: a node
-//     writes its status and lease only over the collector's Report stream,
-//     which checks the certificate's node name (NodeRestriction's rule);
+//   - node identities read, and change only the status of pods (update and
+//     patch of pods/status), and of those only the pods bound to them: the
+//     pod service checks the binding (NodeName), as kube-apiserver's
+//     NodeRestriction admission does after the Node authorizer let the
+//     request in. A node writes its own status and lease over the
+//     collector's Report stream, which checks the certificate's node name;
 //   - every caller may ask about itself (SelfSubjectAccessReview,
 //     SelfSubjectRulesReview, SelfSubjectReview).
 type Policy struct {
@@ -82,8 +85,10 @@ func (p Policy) decide(a authorizer.Attributes) (bool, string) {
 		return true, ""
 	case read:
 		return true, ""
+	case slices.Contains(u.GetGroups(), NodesGroup) && nodePodStatus(a):
+		return true, ""
 	case slices.Contains(u.GetGroups(), NodesGroup):
-		return false, fmt.Sprintf("nodes change nothing through this API: node %s writes its status and lease over the collector's Report stream", strings.TrimPrefix(u.GetName(), identity.NodeCommonNamePrefix))
+		return false, fmt.Sprintf("nodes change only the status of their pods through this API: node %s writes its status and lease over the collector's Report stream", strings.TrimPrefix(u.GetName(), identity.NodeCommonNamePrefix))
 	case slices.Contains(u.GetGroups(), OperatorsGroup):
 		return true, ""
 	case u.GetName() == user.Anonymous && p.Plaintext && p.OperatorToken == "":
@@ -92,6 +97,28 @@ func (p Policy) decide(a authorizer.Attributes) (bool, string) {
 		return false, "changes need 'Authorization: Bearer <operator token>' (--auth.operator-token) on this plaintext server"
 	}
 	return false, fmt.Sprintf("user %q lacks the operator role (certificate organization %s) needed to change the fleet", u.GetName(), OperatorsGroup)
+}
+
+// nodePodStatusVerbs are what a node may do to pods/status.
+var nodePodStatusVerbs = []string{"update", "patch"}
+
+// nodePodStatus is a write of a pod's status: the one change a node makes
+// through the APIs (to pods bound to it; NodeName and the pod service).
+func nodePodStatus(a authorizer.Attributes) bool {
+	return a.IsResourceRequest() && a.GetAPIGroup() == "" && a.GetResource() == "pods" &&
+		a.GetSubresource() == "status" && slices.Contains(nodePodStatusVerbs, a.GetVerb())
+}
+
+// NodeName is the node a request comes from, when its caller (either
+// door's: the Kubernetes API's authenticated user, or the gRPC caller the
+// interceptors put in the context) is a node identity system:node:<name>
+// in system:nodes.
+func NodeName(ctx context.Context) (string, bool) {
+	u, ok := request.UserFrom(ctx)
+	if !ok || u == nil || !slices.Contains(u.GetGroups(), NodesGroup) {
+		return "", false
+	}
+	return strings.CutPrefix(u.GetName(), identity.NodeCommonNamePrefix)
 }
 
 // RulesFor implements authorizer.RuleResolver: what u may do, as the rules
@@ -105,6 +132,8 @@ func (p Policy) RulesFor(_ context.Context, u user.Info, _ string) ([]authorizer
 	verbs := readVerbs
 	if ok, _ := p.decide(authorizer.AttributesRecord{User: u, Verb: "delete", ResourceRequest: true, Resource: "nodes"}); ok {
 		verbs = all
+	} else if slices.Contains(u.GetGroups(), NodesGroup) {
+		rules = append(rules, &authorizer.DefaultResourceRuleInfo{Verbs: nodePodStatusVerbs, APIGroups: []string{""}, Resources: []string{"pods/status"}})
 	}
 	rules = append(rules, &authorizer.DefaultResourceRuleInfo{Verbs: verbs, APIGroups: all, Resources: all})
 	nonResource := []authorizer.NonResourceRuleInfo{&authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"get"}, NonResourceURLs: all}}

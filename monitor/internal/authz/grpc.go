@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/endpoints/request"
 
 	appsv1 "github.com/nodepulse/nodepulse/gen/nodepulse/apps/v1"
 	nodev1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
@@ -55,6 +56,7 @@ var methods = map[string]action{
 	podv1.PodService_ListPods_FullMethodName:        {verb: "list", resource: "pods", namespaced: true},
 	podv1.PodService_WatchPods_FullMethodName:       {verb: "watch", resource: "pods", namespaced: true},
 	podv1.PodService_UpdatePodStatus_FullMethodName: {verb: "update", resource: "pods", sub: "status", namespaced: true},
+	podv1.PodService_UpdatePod_FullMethodName:       {verb: "update", resource: "pods", namespaced: true},
 	podv1.PodService_DeletePod_FullMethodName:       {verb: "delete", resource: "pods", namespaced: true},
 	podv1.PodService_EvictPod_FullMethodName:        {verb: "create", resource: "pods", sub: "eviction", namespaced: true},
 
@@ -116,16 +118,19 @@ func (g GRPC) User(ctx context.Context) user.Info {
 }
 
 // Authorize judges a call of method with request req (nil for a stream):
-// nil, or a PermissionDenied or Unauthenticated status naming the caller.
-func (g GRPC) Authorize(ctx context.Context, method string, req any) error {
+// the context the call goes on with, carrying its user as the Kubernetes
+// API's filters carry theirs (request.WithUser), so the services see one
+// caller whichever door it came through; or a PermissionDenied or
+// Unauthenticated status naming the caller.
+func (g GRPC) Authorize(ctx context.Context, method string, req any) (context.Context, error) {
 	u := g.User(ctx)
 	if u == nil {
 		g.Log.Warn("request refused", zap.String("method", method), zap.String("reason", "no verified client certificate"))
-		return status.Error(codes.Unauthenticated, "no verified client certificate: present one issued by the cluster CA")
+		return ctx, status.Error(codes.Unauthenticated, "no verified client certificate: present one issued by the cluster CA")
 	}
 	act, ok := methods[method]
 	if !ok {
-		return status.Errorf(codes.PermissionDenied, "method %s has no authorization rule", method)
+		return ctx, status.Errorf(codes.PermissionDenied, "method %s has no authorization rule", method)
 	}
 	a := authorizer.AttributesRecord{User: u, Verb: act.verb, APIGroup: act.group, APIVersion: "v1",
 		Resource: act.resource, Subresource: act.sub, ResourceRequest: true}
@@ -137,11 +142,11 @@ func (g GRPC) Authorize(ctx context.Context, method string, req any) error {
 	}
 	dec, why, _ := g.Policy.Authorize(ctx, a)
 	if dec == authorizer.DecisionAllow {
-		return nil
+		return request.WithUser(ctx, u), nil
 	}
 	msg := Forbidden(a, why)
 	g.Log.Warn("request refused", zap.String("method", method), zap.String("caller", u.GetName()), zap.String("reason", why))
-	return status.Error(codes.PermissionDenied, msg)
+	return ctx, status.Error(codes.PermissionDenied, msg)
 }
 
 // Forbidden words a denial as kube-apiserver does.
@@ -172,7 +177,8 @@ func bearer(ctx context.Context) string {
 func (g GRPC) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		if guarded(info.FullMethod) {
-			if err := g.Authorize(ctx, info.FullMethod, req); err != nil {
+			var err error
+			if ctx, err = g.Authorize(ctx, info.FullMethod, req); err != nil {
 				return nil, err
 			}
 		}
@@ -184,10 +190,20 @@ func (g GRPC) Unary() grpc.UnaryServerInterceptor {
 func (g GRPC) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		if guarded(info.FullMethod) {
-			if err := g.Authorize(ss.Context(), info.FullMethod, nil); err != nil {
+			ctx, err := g.Authorize(ss.Context(), info.FullMethod, nil)
+			if err != nil {
 				return err
 			}
+			ss = &userStream{ServerStream: ss, ctx: ctx}
 		}
 		return h(srv, ss)
 	}
 }
+
+// userStream is a stream whose context carries its caller (Authorize).
+type userStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *userStream) Context() context.Context { return s.ctx }

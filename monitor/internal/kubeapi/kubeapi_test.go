@@ -459,3 +459,111 @@ func TestCreateNode(t *testing.T) {
 		t.Fatalf("bad name: %v, want 422", err)
 	}
 }
+
+// TestPodStatusWrites: pods/status takes PUT and patches of the status
+// alone (spec and metadata stay as stored), refuses a stale
+// resourceVersion with 409, and the READY column counts what was written.
+func TestPodStatusWrites(t *testing.T) {
+	e := start(t, "")
+	e.put(t, "a", nil)
+	ctx := context.Background()
+	cs := e.client(t, "")
+	pods := cs.CoreV1().Pods("default")
+	created, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{NodeName: "a", Containers: []corev1.Container{{Name: "c1", Image: "i"}, {Name: "c2", Image: "i"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sync()
+	p := created.DeepCopy()
+	p.Labels = map[string]string{"app": "changed"}
+	p.Spec.NodeName = "elsewhere"
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "c1", Ready: true}, {Name: "c2", Ready: false}}}
+	got, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("update status (protobuf body): %v", err)
+	}
+	if got.Status.Phase != corev1.PodRunning || len(got.Status.ContainerStatuses) != 2 || got.Labels["app"] != "web" || got.Spec.NodeName != "a" {
+		t.Fatalf("after update: phase %q, %d container statuses, labels %v, node %q: want the status written and spec and metadata as stored",
+			got.Status.Phase, len(got.Status.ContainerStatuses), got.Labels, got.Spec.NodeName)
+	}
+	e.sync()
+	// The stale version of the first write is a conflict, not a silent
+	// overwrite.
+	if _, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+		t.Fatalf("update with a stale resourceVersion: %v, want 409 Conflict", err)
+	}
+	running := `{"running":{"startedAt":"2026-12-07T10:00:00Z"}}`
+	patch := `{"status":{"containerStatuses":[{"name":"c1","ready":true,"state":` + running + `},{"name":"c2","ready":true,"state":` + running + `}]}}`
+	if _, err := pods.Patch(ctx, "w", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatalf("strategic merge patch of status: %v", err)
+	}
+	e.sync()
+	resp, body := e.raw(t, "GET", "/api/v1/namespaces/default/pods/w", "application/json;as=Table;v=v1;g=meta.k8s.io", "", "")
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"2/2"`) {
+		t.Fatalf("table after the patch: %d %s, want READY 2/2", resp.StatusCode, body)
+	}
+	if cur, ok := e.cache.Pod("default", "w"); !ok || cur.Pod.GetStatus().GetPhase() != "Running" {
+		t.Fatalf("stored pod after the patch: %v %v, want phase Running kept", cur, ok)
+	}
+}
+
+// TestPodLabelsAndAnnotations: a pod's labels and annotations change
+// through PUT and every patch type (kubectl label, annotate, edit); a
+// changed spec is 422 naming spec and a stale resourceVersion 409, and
+// neither changes what is stored.
+func TestPodLabelsAndAnnotations(t *testing.T) {
+	e := start(t, "")
+	e.put(t, "a", nil)
+	ctx := context.Background()
+	pods := e.client(t, "").CoreV1().Pods("default")
+	created, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "l", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{NodeName: "a", Containers: []corev1.Container{{Name: "c", Image: "i"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sync()
+	for _, c := range []struct {
+		typ   types.PatchType
+		patch string
+	}{
+		{types.MergePatchType, `{"metadata":{"labels":{"tier":"front"}}}`},
+		{types.StrategicMergePatchType, `{"metadata":{"annotations":{"note":"hello"}}}`},
+		{types.JSONPatchType, `[{"op":"add","path":"/metadata/labels/rack","value":"r1"}]`},
+	} {
+		if _, err := pods.Patch(ctx, "l", c.typ, []byte(c.patch), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("%s patch: %v", c.typ, err)
+		}
+		e.sync()
+	}
+	got, err := pods.Get(ctx, "l", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels["app"] != "web" || got.Labels["tier"] != "front" || got.Labels["rack"] != "r1" || got.Annotations["note"] != "hello" {
+		t.Fatalf("after the patches: labels %v annotations %v", got.Labels, got.Annotations)
+	}
+	if l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "tier=front"}); err != nil || len(l.Items) != 1 {
+		t.Fatalf("list by the new label: %v %v", l, err)
+	}
+	moved := got.DeepCopy()
+	moved.Spec.NodeName = "b"
+	if _, err := pods.Update(ctx, moved, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec") {
+		t.Fatalf("a PUT that moves the pod: %v, want 422 naming spec", err)
+	}
+	stale := created.DeepCopy()
+	stale.Labels = map[string]string{"app": "stale"}
+	if _, err := pods.Update(ctx, stale, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+		t.Fatalf("a PUT with the first resourceVersion: %v, want 409", err)
+	}
+	bad := got.DeepCopy()
+	bad.Labels["bad key!"] = "x"
+	if _, err := pods.Update(ctx, bad, metav1.UpdateOptions{}); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "metadata.labels") {
+		t.Fatalf("a bad label: %v, want 422 naming metadata.labels", err)
+	}
+	e.sync()
+	after, err := pods.Get(ctx, "l", metav1.GetOptions{})
+	if err != nil || after.ResourceVersion != got.ResourceVersion || after.Spec.NodeName != "a" || after.Labels["app"] != "web" {
+		t.Fatalf("refused writes changed the pod: %+v %v", after, err)
+	}
+}

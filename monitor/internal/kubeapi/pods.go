@@ -5,11 +5,13 @@ package kubeapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -29,8 +32,8 @@ import (
 var podsGR = corev1.Resource("pods")
 
 // pods serves core/v1 pods from PodService: reads from the watch cache,
-// create (the services' admission: defaults and tolerations), and
-// graceful delete.
+// create (the services' admission: defaults and tolerations), update of
+// labels and annotations, and graceful delete.
 type pods struct {
 	resource
 	svc *api.PodServer
@@ -39,6 +42,7 @@ type pods struct {
 var (
 	_ rest.Watcher         = (*pods)(nil)
 	_ rest.Creater         = (*pods)(nil)
+	_ rest.Patcher         = (*pods)(nil)
 	_ rest.GracefulDeleter = (*pods)(nil)
 )
 
@@ -132,6 +136,70 @@ func (s *pods) Create(ctx context.Context, obj runtime.Object, createValidation 
 	return convert.Pod(resp.GetPod())
 }
 
+// updated is the stored pod and the one the request makes of it (a PUT's
+// body, or a patch applied to the stored pod).
+func (s *pods) updated(ctx context.Context, ns, name string, objInfo rest.UpdatedObjectInfo) (old, want *corev1.Pod, err error) {
+	cur, err := s.getPod(ctx, ns, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	old = cur.(*corev1.Pod)
+	obj, err := objInfo.UpdatedObject(ctx, old)
+	if err != nil {
+		return nil, nil, err
+	}
+	want, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("not a Pod: %T", obj))
+	}
+	if want.Name != name {
+		return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", want.Name, name))
+	}
+	return old, want, nil
+}
+
+// Update implements rest.Updater (PUT and every patch type of a pod):
+// labels and annotations change (PodService.UpdatePod); a changed spec is
+// 422, as kube-apiserver refuses most spec changes of a pod; the status
+// is kept, as kube-apiserver's pod strategy keeps it (pods/status writes
+// it); other metadata stays as stored.
+func (s *pods) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, _ rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, _ bool, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	ns := genericapirequest.NamespaceValue(ctx)
+	old, want, err := s.updated(ctx, ns, name, objInfo)
+	if err != nil {
+		return nil, false, err
+	}
+	if rv := want.ResourceVersion; rv != "" && rv != old.ResourceVersion {
+		return nil, false, apierrors.NewConflict(podsGR, name, fmt.Errorf("the object has been modified; please apply your changes to the latest version and try again"))
+	}
+	// Compare like with like, as for nodes: the patch handlers apply a
+	// patch to the JSON of old.
+	was := &corev1.Pod{}
+	if raw, err := json.Marshal(old); err != nil || json.Unmarshal(raw, was) != nil {
+		was = old.DeepCopy()
+	}
+	if !equality.Semantic.DeepEqual(was.Spec, want.Spec) {
+		return nil, false, apierrors.NewInvalid(corev1.SchemeGroupVersion.WithKind("Pod").GroupKind(), name, field.ErrorList{
+			field.Forbidden(field.NewPath("spec"), "pod updates may not change fields of the spec through this API: only metadata.labels and metadata.annotations (the status through pods/status)")})
+	}
+	if updateValidation != nil {
+		if err := updateValidation(ctx, want, old); err != nil {
+			return nil, false, err
+		}
+	}
+	if len(opts.DryRun) > 0 {
+		out := old.DeepCopy()
+		out.Labels, out.Annotations = want.Labels, want.Annotations
+		return out, false, nil
+	}
+	resp, err := s.svc.UpdatePod(ctx, &podv1.UpdatePodRequest{Namespace: ns, Name: name, Labels: want.Labels, Annotations: want.Annotations, ResourceVersion: want.ResourceVersion})
+	if err != nil {
+		return nil, false, statusError(podsGR, "Pod", name, err)
+	}
+	out, err := convert.Pod(resp.GetPod())
+	return out, false, err
+}
+
 // Delete implements rest.GracefulDeleter: graceful unless the grace period
 // is 0 (PodService.DeletePod), with the uid and resourceVersion
 // preconditions; the pod is returned, as kube-apiserver returns it.
@@ -166,8 +234,46 @@ func (s *pods) Delete(ctx context.Context, name string, deleteValidation rest.Va
 	return out, resp.GetGone(), err
 }
 
-// podStatus serves pods/status for reads.
+// podStatus serves pods/status: reads, and writes of the status alone
+// (PodService.UpdatePodStatus), as kube-apiserver's status strategy keeps
+// spec and metadata of the stored pod whatever the body says. A node
+// identity writes only the pods bound to it (the service's NodeRestriction).
 type podStatus struct{ p *pods }
+
+var _ rest.Patcher = (*podStatus)(nil)
+
+// Update implements rest.Updater; the generic handlers reach it for PUT
+// and for every patch type.
+func (s *podStatus) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, _ rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, _ bool, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
+	ns := genericapirequest.NamespaceValue(ctx)
+	old, want, err := s.p.updated(ctx, ns, name, objInfo)
+	if err != nil {
+		return nil, false, err
+	}
+	if updateValidation != nil {
+		if err := updateValidation(ctx, want, old); err != nil {
+			return nil, false, err
+		}
+	}
+	np := &podv1.Pod{}
+	if err := convert.FromKube(&corev1.Pod{Status: want.Status}, np); err != nil {
+		return nil, false, apierrors.NewBadRequest(err.Error())
+	}
+	if len(opts.DryRun) > 0 {
+		out := old.DeepCopy()
+		out.Status = want.Status
+		return out, false, nil
+	}
+	if np.Status == nil {
+		np.Status = &podv1.PodStatus{}
+	}
+	resp, err := s.p.svc.UpdatePodStatus(ctx, &podv1.UpdatePodStatusRequest{Namespace: ns, Name: name, Status: np.Status, ResourceVersion: want.ResourceVersion})
+	if err != nil {
+		return nil, false, statusError(podsGR, "Pod", name, err)
+	}
+	out, err := convert.Pod(resp.GetPod())
+	return out, false, err
+}
 
 func (s *podStatus) New() runtime.Object { return &corev1.Pod{} }
 func (s *podStatus) Destroy()            {}

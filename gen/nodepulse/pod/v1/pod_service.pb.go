@@ -608,6 +608,137 @@ func (x *UpdatePodStatusResponse) GetPod() *Pod {
 	return nil
 }
 
+// UpdatePodRequest replaces a pod's labels and annotations.
+type UpdatePodRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Namespace of the pod.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Name of the pod.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Labels replace the stored labels (empty clears them); validated as
+	// Kubernetes validates labels.
+	Labels map[string]string `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Annotations replace the stored annotations (empty clears them); at most
+	// 256 KiB of keys and values together.
+	Annotations map[string]string `protobuf:"bytes,4,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ResourceVersion, when set, must match the stored pod (else Aborted): a
+	// read-modify-write loses no concurrent change.
+	ResourceVersion string `protobuf:"bytes,5,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *UpdatePodRequest) Reset() {
+	*x = UpdatePodRequest{}
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePodRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePodRequest) ProtoMessage() {}
+
+func (x *UpdatePodRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePodRequest.ProtoReflect.Descriptor instead.
+func (*UpdatePodRequest) Descriptor() ([]byte, []int) {
+	return file_nodepulse_pod_v1_pod_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *UpdatePodRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *UpdatePodRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdatePodRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *UpdatePodRequest) GetAnnotations() map[string]string {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *UpdatePodRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// UpdatePodResponse returns the pod after the change.
+type UpdatePodResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The updated pod.
+	Pod           *Pod `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdatePodResponse) Reset() {
+	*x = UpdatePodResponse{}
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePodResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePodResponse) ProtoMessage() {}
+
+func (x *UpdatePodResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePodResponse.ProtoReflect.Descriptor instead.
+func (*UpdatePodResponse) Descriptor() ([]byte, []int) {
+	return file_nodepulse_pod_v1_pod_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *UpdatePodResponse) GetPod() *Pod {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
 // DeletePodRequest names the pod to delete.
 type DeletePodRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -631,7 +762,7 @@ type DeletePodRequest struct {
 
 func (x *DeletePodRequest) Reset() {
 	*x = DeletePodRequest{}
-	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[10]
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -643,7 +774,7 @@ func (x *DeletePodRequest) String() string {
 func (*DeletePodRequest) ProtoMessage() {}
 
 func (x *DeletePodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[10]
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -656,7 +787,7 @@ func (x *DeletePodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePodRequest.ProtoReflect.Descriptor instead.
 func (*DeletePodRequest) Descriptor() ([]byte, []int) {
-	return file_nodepulse_pod_v1_pod_service_proto_rawDescGZIP(), []int{10}
+	return file_nodepulse_pod_v1_pod_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeletePodRequest) GetNamespace() string {
@@ -708,7 +839,7 @@ type DeletePodResponse struct {
 
 func (x *DeletePodResponse) Reset() {
 	*x = DeletePodResponse{}
-	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[11]
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +851,7 @@ func (x *DeletePodResponse) String() string {
 func (*DeletePodResponse) ProtoMessage() {}
 
 func (x *DeletePodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[11]
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +864,7 @@ func (x *DeletePodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletePodResponse.ProtoReflect.Descriptor instead.
 func (*DeletePodResponse) Descriptor() ([]byte, []int) {
-	return file_nodepulse_pod_v1_pod_service_proto_rawDescGZIP(), []int{11}
+	return file_nodepulse_pod_v1_pod_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeletePodResponse) GetPod() *Pod {
@@ -763,7 +894,7 @@ type ExplainPodRequest struct {
 
 func (x *ExplainPodRequest) Reset() {
 	*x = ExplainPodRequest{}
-	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[12]
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +906,7 @@ func (x *ExplainPodRequest) String() string {
 func (*ExplainPodRequest) ProtoMessage() {}
 
 func (x *ExplainPodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[12]
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +919,7 @@ func (x *ExplainPodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainPodRequest.ProtoReflect.Descriptor instead.
 func (*ExplainPodRequest) Descriptor() ([]byte, []int) {
-	return file_nodepulse_pod_v1_pod_service_proto_rawDescGZIP(), []int{12}
+	return file_nodepulse_pod_v1_pod_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExplainPodRequest) GetNamespace() string {
@@ -823,7 +954,7 @@ type ExplainPodResponse struct {
 
 func (x *ExplainPodResponse) Reset() {
 	*x = ExplainPodResponse{}
-	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[13]
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +966,7 @@ func (x *ExplainPodResponse) String() string {
 func (*ExplainPodResponse) ProtoMessage() {}
 
 func (x *ExplainPodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[13]
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +979,7 @@ func (x *ExplainPodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainPodResponse.ProtoReflect.Descriptor instead.
 func (*ExplainPodResponse) Descriptor() ([]byte, []int) {
-	return file_nodepulse_pod_v1_pod_service_proto_rawDescGZIP(), []int{13}
+	return file_nodepulse_pod_v1_pod_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExplainPodResponse) GetSummary() string {
@@ -899,7 +1030,7 @@ type EvictPodRequest struct {
 
 func (x *EvictPodRequest) Reset() {
 	*x = EvictPodRequest{}
-	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[14]
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +1042,7 @@ func (x *EvictPodRequest) String() string {
 func (*EvictPodRequest) ProtoMessage() {}
 
 func (x *EvictPodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[14]
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1055,7 @@ func (x *EvictPodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictPodRequest.ProtoReflect.Descriptor instead.
 func (*EvictPodRequest) Descriptor() ([]byte, []int) {
-	return file_nodepulse_pod_v1_pod_service_proto_rawDescGZIP(), []int{14}
+	return file_nodepulse_pod_v1_pod_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *EvictPodRequest) GetNamespace() string {
@@ -969,7 +1100,7 @@ type EvictPodResponse struct {
 
 func (x *EvictPodResponse) Reset() {
 	*x = EvictPodResponse{}
-	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[15]
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -981,7 +1112,7 @@ func (x *EvictPodResponse) String() string {
 func (*EvictPodResponse) ProtoMessage() {}
 
 func (x *EvictPodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[15]
+	mi := &file_nodepulse_pod_v1_pod_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -994,7 +1125,7 @@ func (x *EvictPodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictPodResponse.ProtoReflect.Descriptor instead.
 func (*EvictPodResponse) Descriptor() ([]byte, []int) {
-	return file_nodepulse_pod_v1_pod_service_proto_rawDescGZIP(), []int{15}
+	return file_nodepulse_pod_v1_pod_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EvictPodResponse) GetPod() *Pod {
@@ -1050,6 +1181,20 @@ const file_nodepulse_pod_v1_pod_service_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\v2\x1b.nodepulse.pod.v1.PodStatusR\x06status\x12)\n" +
 	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\"B\n" +
 	"\x17UpdatePodStatusResponse\x12'\n" +
+	"\x03pod\x18\x01 \x01(\v2\x15.nodepulse.pod.v1.PodR\x03pod\"\x89\x03\n" +
+	"\x10UpdatePodRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12F\n" +
+	"\x06labels\x18\x03 \x03(\v2..nodepulse.pod.v1.UpdatePodRequest.LabelsEntryR\x06labels\x12U\n" +
+	"\vannotations\x18\x04 \x03(\v23.nodepulse.pod.v1.UpdatePodRequest.AnnotationsEntryR\vannotations\x12)\n" +
+	"\x10resource_version\x18\x05 \x01(\tR\x0fresourceVersion\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
+	"\x10AnnotationsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"<\n" +
+	"\x11UpdatePodResponse\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.nodepulse.pod.v1.PodR\x03pod\"\xd1\x01\n" +
 	"\x10DeletePodRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
@@ -1077,7 +1222,7 @@ const file_nodepulse_pod_v1_pod_service_proto_rawDesc = "" +
 	"\x15_grace_period_seconds\"O\n" +
 	"\x10EvictPodResponse\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.nodepulse.pod.v1.PodR\x03pod\x12\x12\n" +
-	"\x04gone\x18\x02 \x01(\bR\x04gone2\xc4\x05\n" +
+	"\x04gone\x18\x02 \x01(\bR\x04gone2\x9a\x06\n" +
 	"\n" +
 	"PodService\x12T\n" +
 	"\tCreatePod\x12\".nodepulse.pod.v1.CreatePodRequest\x1a#.nodepulse.pod.v1.CreatePodResponse\x12K\n" +
@@ -1085,6 +1230,7 @@ const file_nodepulse_pod_v1_pod_service_proto_rawDesc = "" +
 	"\bListPods\x12!.nodepulse.pod.v1.ListPodsRequest\x1a\".nodepulse.pod.v1.ListPodsResponse\x12V\n" +
 	"\tWatchPods\x12\".nodepulse.pod.v1.WatchPodsRequest\x1a#.nodepulse.pod.v1.WatchPodsResponse0\x01\x12f\n" +
 	"\x0fUpdatePodStatus\x12(.nodepulse.pod.v1.UpdatePodStatusRequest\x1a).nodepulse.pod.v1.UpdatePodStatusResponse\x12T\n" +
+	"\tUpdatePod\x12\".nodepulse.pod.v1.UpdatePodRequest\x1a#.nodepulse.pod.v1.UpdatePodResponse\x12T\n" +
 	"\tDeletePod\x12\".nodepulse.pod.v1.DeletePodRequest\x1a#.nodepulse.pod.v1.DeletePodResponse\x12W\n" +
 	"\n" +
 	"ExplainPod\x12#.nodepulse.pod.v1.ExplainPodRequest\x1a$.nodepulse.pod.v1.ExplainPodResponse\x12Q\n" +
@@ -1103,7 +1249,7 @@ func file_nodepulse_pod_v1_pod_service_proto_rawDescGZIP() []byte {
 	return file_nodepulse_pod_v1_pod_service_proto_rawDescData
 }
 
-var file_nodepulse_pod_v1_pod_service_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_nodepulse_pod_v1_pod_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_nodepulse_pod_v1_pod_service_proto_goTypes = []any{
 	(*CreatePodRequest)(nil),        // 0: nodepulse.pod.v1.CreatePodRequest
 	(*CreatePodResponse)(nil),       // 1: nodepulse.pod.v1.CreatePodResponse
@@ -1115,49 +1261,58 @@ var file_nodepulse_pod_v1_pod_service_proto_goTypes = []any{
 	(*WatchPodsResponse)(nil),       // 7: nodepulse.pod.v1.WatchPodsResponse
 	(*UpdatePodStatusRequest)(nil),  // 8: nodepulse.pod.v1.UpdatePodStatusRequest
 	(*UpdatePodStatusResponse)(nil), // 9: nodepulse.pod.v1.UpdatePodStatusResponse
-	(*DeletePodRequest)(nil),        // 10: nodepulse.pod.v1.DeletePodRequest
-	(*DeletePodResponse)(nil),       // 11: nodepulse.pod.v1.DeletePodResponse
-	(*ExplainPodRequest)(nil),       // 12: nodepulse.pod.v1.ExplainPodRequest
-	(*ExplainPodResponse)(nil),      // 13: nodepulse.pod.v1.ExplainPodResponse
-	(*EvictPodRequest)(nil),         // 14: nodepulse.pod.v1.EvictPodRequest
-	(*EvictPodResponse)(nil),        // 15: nodepulse.pod.v1.EvictPodResponse
-	(*Pod)(nil),                     // 16: nodepulse.pod.v1.Pod
-	(*PodStatus)(nil),               // 17: nodepulse.pod.v1.PodStatus
-	(*timestamppb.Timestamp)(nil),   // 18: google.protobuf.Timestamp
+	(*UpdatePodRequest)(nil),        // 10: nodepulse.pod.v1.UpdatePodRequest
+	(*UpdatePodResponse)(nil),       // 11: nodepulse.pod.v1.UpdatePodResponse
+	(*DeletePodRequest)(nil),        // 12: nodepulse.pod.v1.DeletePodRequest
+	(*DeletePodResponse)(nil),       // 13: nodepulse.pod.v1.DeletePodResponse
+	(*ExplainPodRequest)(nil),       // 14: nodepulse.pod.v1.ExplainPodRequest
+	(*ExplainPodResponse)(nil),      // 15: nodepulse.pod.v1.ExplainPodResponse
+	(*EvictPodRequest)(nil),         // 16: nodepulse.pod.v1.EvictPodRequest
+	(*EvictPodResponse)(nil),        // 17: nodepulse.pod.v1.EvictPodResponse
+	nil,                             // 18: nodepulse.pod.v1.UpdatePodRequest.LabelsEntry
+	nil,                             // 19: nodepulse.pod.v1.UpdatePodRequest.AnnotationsEntry
+	(*Pod)(nil),                     // 20: nodepulse.pod.v1.Pod
+	(*PodStatus)(nil),               // 21: nodepulse.pod.v1.PodStatus
+	(*timestamppb.Timestamp)(nil),   // 22: google.protobuf.Timestamp
 }
 var file_nodepulse_pod_v1_pod_service_proto_depIdxs = []int32{
-	16, // 0: nodepulse.pod.v1.CreatePodRequest.pod:type_name -> nodepulse.pod.v1.Pod
-	16, // 1: nodepulse.pod.v1.CreatePodResponse.pod:type_name -> nodepulse.pod.v1.Pod
-	16, // 2: nodepulse.pod.v1.GetPodResponse.pod:type_name -> nodepulse.pod.v1.Pod
-	16, // 3: nodepulse.pod.v1.ListPodsResponse.pods:type_name -> nodepulse.pod.v1.Pod
-	16, // 4: nodepulse.pod.v1.WatchPodsResponse.pod:type_name -> nodepulse.pod.v1.Pod
-	17, // 5: nodepulse.pod.v1.UpdatePodStatusRequest.status:type_name -> nodepulse.pod.v1.PodStatus
-	16, // 6: nodepulse.pod.v1.UpdatePodStatusResponse.pod:type_name -> nodepulse.pod.v1.Pod
-	16, // 7: nodepulse.pod.v1.DeletePodResponse.pod:type_name -> nodepulse.pod.v1.Pod
-	18, // 8: nodepulse.pod.v1.ExplainPodResponse.deletion_time:type_name -> google.protobuf.Timestamp
-	16, // 9: nodepulse.pod.v1.ExplainPodResponse.pod:type_name -> nodepulse.pod.v1.Pod
-	16, // 10: nodepulse.pod.v1.EvictPodResponse.pod:type_name -> nodepulse.pod.v1.Pod
-	0,  // 11: nodepulse.pod.v1.PodService.CreatePod:input_type -> nodepulse.pod.v1.CreatePodRequest
-	2,  // 12: nodepulse.pod.v1.PodService.GetPod:input_type -> nodepulse.pod.v1.GetPodRequest
-	4,  // 13: nodepulse.pod.v1.PodService.ListPods:input_type -> nodepulse.pod.v1.ListPodsRequest
-	6,  // 14: nodepulse.pod.v1.PodService.WatchPods:input_type -> nodepulse.pod.v1.WatchPodsRequest
-	8,  // 15: nodepulse.pod.v1.PodService.UpdatePodStatus:input_type -> nodepulse.pod.v1.UpdatePodStatusRequest
-	10, // 16: nodepulse.pod.v1.PodService.DeletePod:input_type -> nodepulse.pod.v1.DeletePodRequest
-	12, // 17: nodepulse.pod.v1.PodService.ExplainPod:input_type -> nodepulse.pod.v1.ExplainPodRequest
-	14, // 18: nodepulse.pod.v1.PodService.EvictPod:input_type -> nodepulse.pod.v1.EvictPodRequest
-	1,  // 19: nodepulse.pod.v1.PodService.CreatePod:output_type -> nodepulse.pod.v1.CreatePodResponse
-	3,  // 20: nodepulse.pod.v1.PodService.GetPod:output_type -> nodepulse.pod.v1.GetPodResponse
-	5,  // 21: nodepulse.pod.v1.PodService.ListPods:output_type -> nodepulse.pod.v1.ListPodsResponse
-	7,  // 22: nodepulse.pod.v1.PodService.WatchPods:output_type -> nodepulse.pod.v1.WatchPodsResponse
-	9,  // 23: nodepulse.pod.v1.PodService.UpdatePodStatus:output_type -> nodepulse.pod.v1.UpdatePodStatusResponse
-	11, // 24: nodepulse.pod.v1.PodService.DeletePod:output_type -> nodepulse.pod.v1.DeletePodResponse
-	13, // 25: nodepulse.pod.v1.PodService.ExplainPod:output_type -> nodepulse.pod.v1.ExplainPodResponse
-	15, // 26: nodepulse.pod.v1.PodService.EvictPod:output_type -> nodepulse.pod.v1.EvictPodResponse
-	19, // [19:27] is the sub-list for method output_type
-	11, // [11:19] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	20, // 0: nodepulse.pod.v1.CreatePodRequest.pod:type_name -> nodepulse.pod.v1.Pod
+	20, // 1: nodepulse.pod.v1.CreatePodResponse.pod:type_name -> nodepulse.pod.v1.Pod
+	20, // 2: nodepulse.pod.v1.GetPodResponse.pod:type_name -> nodepulse.pod.v1.Pod
+	20, // 3: nodepulse.pod.v1.ListPodsResponse.pods:type_name -> nodepulse.pod.v1.Pod
+	20, // 4: nodepulse.pod.v1.WatchPodsResponse.pod:type_name -> nodepulse.pod.v1.Pod
+	21, // 5: nodepulse.pod.v1.UpdatePodStatusRequest.status:type_name -> nodepulse.pod.v1.PodStatus
+	20, // 6: nodepulse.pod.v1.UpdatePodStatusResponse.pod:type_name -> nodepulse.pod.v1.Pod
+	18, // 7: nodepulse.pod.v1.UpdatePodRequest.labels:type_name -> nodepulse.pod.v1.UpdatePodRequest.LabelsEntry
+	19, // 8: nodepulse.pod.v1.UpdatePodRequest.annotations:type_name -> nodepulse.pod.v1.UpdatePodRequest.AnnotationsEntry
+	20, // 9: nodepulse.pod.v1.UpdatePodResponse.pod:type_name -> nodepulse.pod.v1.Pod
+	20, // 10: nodepulse.pod.v1.DeletePodResponse.pod:type_name -> nodepulse.pod.v1.Pod
+	22, // 11: nodepulse.pod.v1.ExplainPodResponse.deletion_time:type_name -> google.protobuf.Timestamp
+	20, // 12: nodepulse.pod.v1.ExplainPodResponse.pod:type_name -> nodepulse.pod.v1.Pod
+	20, // 13: nodepulse.pod.v1.EvictPodResponse.pod:type_name -> nodepulse.pod.v1.Pod
+	0,  // 14: nodepulse.pod.v1.PodService.CreatePod:input_type -> nodepulse.pod.v1.CreatePodRequest
+	2,  // 15: nodepulse.pod.v1.PodService.GetPod:input_type -> nodepulse.pod.v1.GetPodRequest
+	4,  // 16: nodepulse.pod.v1.PodService.ListPods:input_type -> nodepulse.pod.v1.ListPodsRequest
+	6,  // 17: nodepulse.pod.v1.PodService.WatchPods:input_type -> nodepulse.pod.v1.WatchPodsRequest
+	8,  // 18: nodepulse.pod.v1.PodService.UpdatePodStatus:input_type -> nodepulse.pod.v1.UpdatePodStatusRequest
+	10, // 19: nodepulse.pod.v1.PodService.UpdatePod:input_type -> nodepulse.pod.v1.UpdatePodRequest
+	12, // 20: nodepulse.pod.v1.PodService.DeletePod:input_type -> nodepulse.pod.v1.DeletePodRequest
+	14, // 21: nodepulse.pod.v1.PodService.ExplainPod:input_type -> nodepulse.pod.v1.ExplainPodRequest
+	16, // 22: nodepulse.pod.v1.PodService.EvictPod:input_type -> nodepulse.pod.v1.EvictPodRequest
+	1,  // 23: nodepulse.pod.v1.PodService.CreatePod:output_type -> nodepulse.pod.v1.CreatePodResponse
+	3,  // 24: nodepulse.pod.v1.PodService.GetPod:output_type -> nodepulse.pod.v1.GetPodResponse
+	5,  // 25: nodepulse.pod.v1.PodService.ListPods:output_type -> nodepulse.pod.v1.ListPodsResponse
+	7,  // 26: nodepulse.pod.v1.PodService.WatchPods:output_type -> nodepulse.pod.v1.WatchPodsResponse
+	9,  // 27: nodepulse.pod.v1.PodService.UpdatePodStatus:output_type -> nodepulse.pod.v1.UpdatePodStatusResponse
+	11, // 28: nodepulse.pod.v1.PodService.UpdatePod:output_type -> nodepulse.pod.v1.UpdatePodResponse
+	13, // 29: nodepulse.pod.v1.PodService.DeletePod:output_type -> nodepulse.pod.v1.DeletePodResponse
+	15, // 30: nodepulse.pod.v1.PodService.ExplainPod:output_type -> nodepulse.pod.v1.ExplainPodResponse
+	17, // 31: nodepulse.pod.v1.PodService.EvictPod:output_type -> nodepulse.pod.v1.EvictPodResponse
+	23, // [23:32] is the sub-list for method output_type
+	14, // [14:23] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_nodepulse_pod_v1_pod_service_proto_init() }
@@ -1166,15 +1321,15 @@ func file_nodepulse_pod_v1_pod_service_proto_init() {
 		return
 	}
 	file_nodepulse_pod_v1_pod_proto_init()
-	file_nodepulse_pod_v1_pod_service_proto_msgTypes[10].OneofWrappers = []any{}
-	file_nodepulse_pod_v1_pod_service_proto_msgTypes[14].OneofWrappers = []any{}
+	file_nodepulse_pod_v1_pod_service_proto_msgTypes[12].OneofWrappers = []any{}
+	file_nodepulse_pod_v1_pod_service_proto_msgTypes[16].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodepulse_pod_v1_pod_service_proto_rawDesc), len(file_nodepulse_pod_v1_pod_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

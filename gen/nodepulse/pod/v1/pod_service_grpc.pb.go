@@ -24,6 +24,7 @@ const (
 	PodService_ListPods_FullMethodName        = "/nodepulse.pod.v1.PodService/ListPods"
 	PodService_WatchPods_FullMethodName       = "/nodepulse.pod.v1.PodService/WatchPods"
 	PodService_UpdatePodStatus_FullMethodName = "/nodepulse.pod.v1.PodService/UpdatePodStatus"
+	PodService_UpdatePod_FullMethodName       = "/nodepulse.pod.v1.PodService/UpdatePod"
 	PodService_DeletePod_FullMethodName       = "/nodepulse.pod.v1.PodService/DeletePod"
 	PodService_ExplainPod_FullMethodName      = "/nodepulse.pod.v1.PodService/ExplainPod"
 	PodService_EvictPod_FullMethodName        = "/nodepulse.pod.v1.PodService/EvictPod"
@@ -35,7 +36,8 @@ const (
 //
 // PodService stores the workload records that an external scheduler or
 // orchestrator keeps in nodepulse. Served by every monitor replica; writes
-// need the operator role.
+// need the operator role, except UpdatePodStatus, which a node identity may
+// also call for the pods bound to it.
 type PodServiceClient interface {
 	// CreatePod stores a new pod after admission defaults (default tolerations).
 	CreatePod(ctx context.Context, in *CreatePodRequest, opts ...grpc.CallOption) (*CreatePodResponse, error)
@@ -46,8 +48,15 @@ type PodServiceClient interface {
 	// WatchPods streams matching pods (ADDED) then changes.
 	WatchPods(ctx context.Context, in *WatchPodsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchPodsResponse], error)
 	// UpdatePodStatus replaces the status of a pod (phase, Ready), with an
-	// optional resource_version precondition.
+	// optional resource_version precondition. A node identity
+	// (system:node:<name>) may update only pods whose stored spec.node_name is
+	// its own (Kubernetes' NodeRestriction): otherwise PermissionDenied.
 	UpdatePodStatus(ctx context.Context, in *UpdatePodStatusRequest, opts ...grpc.CallOption) (*UpdatePodStatusResponse, error)
+	// UpdatePod replaces a pod's labels and annotations, as a Kubernetes PUT
+	// or PATCH of a pod does for them (kubectl label, annotate, edit). Spec
+	// and status stay as stored (the status is UpdatePodStatus's); the
+	// Kubernetes API refuses a changed spec before it calls this.
+	UpdatePod(ctx context.Context, in *UpdatePodRequest, opts ...grpc.CallOption) (*UpdatePodResponse, error)
 	// DeletePod deletes a pod as the Kubernetes API server does: gracefully
 	// (deletion_timestamp = now + grace, the pod stays Terminating until its
 	// node's reporter confirms, pod GC removes it, or a grace-0 delete) unless
@@ -142,6 +151,16 @@ func (c *podServiceClient) UpdatePodStatus(ctx context.Context, in *UpdatePodSta
 	return out, nil
 }
 
+func (c *podServiceClient) UpdatePod(ctx context.Context, in *UpdatePodRequest, opts ...grpc.CallOption) (*UpdatePodResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdatePodResponse)
+	err := c.cc.Invoke(ctx, PodService_UpdatePod_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *podServiceClient) DeletePod(ctx context.Context, in *DeletePodRequest, opts ...grpc.CallOption) (*DeletePodResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeletePodResponse)
@@ -178,7 +197,8 @@ func (c *podServiceClient) EvictPod(ctx context.Context, in *EvictPodRequest, op
 //
 // PodService stores the workload records that an external scheduler or
 // orchestrator keeps in nodepulse. Served by every monitor replica; writes
-// need the operator role.
+// need the operator role, except UpdatePodStatus, which a node identity may
+// also call for the pods bound to it.
 type PodServiceServer interface {
 	// CreatePod stores a new pod after admission defaults (default tolerations).
 	CreatePod(context.Context, *CreatePodRequest) (*CreatePodResponse, error)
@@ -189,8 +209,15 @@ type PodServiceServer interface {
 	// WatchPods streams matching pods (ADDED) then changes.
 	WatchPods(*WatchPodsRequest, grpc.ServerStreamingServer[WatchPodsResponse]) error
 	// UpdatePodStatus replaces the status of a pod (phase, Ready), with an
-	// optional resource_version precondition.
+	// optional resource_version precondition. A node identity
+	// (system:node:<name>) may update only pods whose stored spec.node_name is
+	// its own (Kubernetes' NodeRestriction): otherwise PermissionDenied.
 	UpdatePodStatus(context.Context, *UpdatePodStatusRequest) (*UpdatePodStatusResponse, error)
+	// UpdatePod replaces a pod's labels and annotations, as a Kubernetes PUT
+	// or PATCH of a pod does for them (kubectl label, annotate, edit). Spec
+	// and status stay as stored (the status is UpdatePodStatus's); the
+	// Kubernetes API refuses a changed spec before it calls this.
+	UpdatePod(context.Context, *UpdatePodRequest) (*UpdatePodResponse, error)
 	// DeletePod deletes a pod as the Kubernetes API server does: gracefully
 	// (deletion_timestamp = now + grace, the pod stays Terminating until its
 	// node's reporter confirms, pod GC removes it, or a grace-0 delete) unless
@@ -240,6 +267,9 @@ func (UnimplementedPodServiceServer) WatchPods(*WatchPodsRequest, grpc.ServerStr
 }
 func (UnimplementedPodServiceServer) UpdatePodStatus(context.Context, *UpdatePodStatusRequest) (*UpdatePodStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdatePodStatus not implemented")
+}
+func (UnimplementedPodServiceServer) UpdatePod(context.Context, *UpdatePodRequest) (*UpdatePodResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdatePod not implemented")
 }
 func (UnimplementedPodServiceServer) DeletePod(context.Context, *DeletePodRequest) (*DeletePodResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeletePod not implemented")
@@ -354,6 +384,24 @@ func _PodService_UpdatePodStatus_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PodService_UpdatePod_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdatePodRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PodServiceServer).UpdatePod(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PodService_UpdatePod_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PodServiceServer).UpdatePod(ctx, req.(*UpdatePodRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _PodService_DeletePod_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DeletePodRequest)
 	if err := dec(in); err != nil {
@@ -430,6 +478,10 @@ var PodService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdatePodStatus",
 			Handler:    _PodService_UpdatePodStatus_Handler,
+		},
+		{
+			MethodName: "UpdatePod",
+			Handler:    _PodService_UpdatePod_Handler,
 		},
 		{
 			MethodName: "DeletePod",

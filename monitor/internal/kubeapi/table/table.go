@@ -233,9 +233,6 @@ func nodeCells(now time.Time, n *corev1.Node) []any {
 		addr(corev1.NodeInternalIP), addr(corev1.NodeExternalIP), unknown(info.OSImage), unknown(info.KernelVersion), unknown(info.ContainerRuntimeVersion)}
 }
 
-// podCells: nodepulse pods have no containers, so READY counts the pod's
-// Ready condition as its one container, and STATUS follows the phase,
-// Terminating while a deletion is pending, as kubectl shows it.
 // podCells follows kube-apiserver's printPod: READY counts the ready,
 // running containers of the spec (a pod without containers, as nodepulse's
 // own records are, counts its Ready condition as its one container);
