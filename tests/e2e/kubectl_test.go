@@ -182,6 +182,19 @@ func TestKubectl(t *testing.T) {
 	if got := must("get", "node", x, "-o", "jsonpath={.metadata.labels.applied}"); got != "yes" {
 		t.Fatalf("applied label: %q", got)
 	}
+	// Another field manager applying the same label is a conflict, as
+	// upstream's; --force-conflicts takes the field over.
+	other := filepath.Join(t.TempDir(), "node-other.yaml")
+	if err := os.WriteFile(other, []byte("apiVersion: v1\nkind: Node\nmetadata:\n  name: "+x+"\n  labels:\n    applied: \"no\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run("apply", "--server-side", "--field-manager=other", "-f", other); err == nil || !strings.Contains(out, `conflict with "kubectl"`) {
+		t.Fatalf("apply of another manager's label: %v %q, want a conflict with kubectl", err, out)
+	}
+	must("apply", "--server-side", "--field-manager=other", "--force-conflicts", "-f", other)
+	if got := must("get", "node", x, "-o", "jsonpath={.metadata.labels.applied}"); got != "no" {
+		t.Fatalf("label after the forced apply: %q", got)
+	}
 	contains(must("auth", "whoami"), "system:anonymous")
 	// (kubectl warns on stderr that nodes are cluster-scoped; the answer
 	// is the last line.)

@@ -47,6 +47,9 @@ type NodeUpdate struct {
 	// them; the monitor's API is that key's only writer after the
 	// collector created it).
 	Labels, Annotations map[string]string
+	// ManagedFields, when not nil, replace the node's (the Kubernetes
+	// API's server-side apply bookkeeping; empty clears them).
+	ManagedFields []*nodev1.ManagedFieldsEntry
 }
 
 // UpdateNode makes every change of u in one compare-and-swap of
@@ -136,9 +139,12 @@ func (s *Server) UpdateNode(ctx context.Context, name string, u NodeUpdate) (*no
 				n.Spec.Taints, changed = append(n.Spec.Taints, nt), true
 			}
 		}
-		if u.Labels != nil || u.Annotations != nil {
+		if u.Labels != nil || u.Annotations != nil || u.ManagedFields != nil {
 			if n.Metadata == nil {
 				n.Metadata = &nodev1.ObjectMeta{}
+			}
+			if u.ManagedFields != nil && !slices.EqualFunc(u.ManagedFields, n.Metadata.ManagedFields, func(a, b *nodev1.ManagedFieldsEntry) bool { return proto.Equal(a, b) }) {
+				n.Metadata.ManagedFields, changed = u.ManagedFields, true
 			}
 			if u.Labels != nil && !maps.Equal(u.Labels, n.Metadata.Labels) {
 				n.Metadata.Labels, changed = maps.Clone(u.Labels), true
@@ -233,7 +239,8 @@ func (s *Server) CreateNode(ctx context.Context, n *nodev1.Node) (*nodev1.Node, 
 	}
 	now := s.now()
 	in := &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: name, Uid: newUID(), CreationTimestamp: nodemodel.Timestamp(now),
-		Labels: maps.Clone(n.GetMetadata().GetLabels()), Annotations: maps.Clone(n.GetMetadata().GetAnnotations())},
+		Labels: maps.Clone(n.GetMetadata().GetLabels()), Annotations: maps.Clone(n.GetMetadata().GetAnnotations()),
+		ManagedFields: n.GetMetadata().GetManagedFields()},
 		Spec: &nodev1.NodeSpec{Unschedulable: n.GetSpec().GetUnschedulable()}}
 	if err := checkMetadata(in.Metadata.Labels, in.Metadata.Annotations); err != nil {
 		return nil, err

@@ -296,6 +296,9 @@ func (s *PodServer) UpdatePod(ctx context.Context, req *podv1.UpdatePodRequest) 
 			p.Metadata = &nodev1.ObjectMeta{}
 		}
 		p.Metadata.Labels, p.Metadata.Annotations = maps.Clone(labels), maps.Clone(annotations)
+		if mf := req.GetManagedFields(); len(mf) > 0 {
+			p.Metadata.ManagedFields = mf
+		}
 		return []nodestore.Op{{Kind: nodestore.Pods, Name: key, Value: p, IfModRevision: o.ModRevision}}, nil
 	})
 	if err != nil {

@@ -567,3 +567,74 @@ func TestPodLabelsAndAnnotations(t *testing.T) {
 		t.Fatalf("refused writes changed the pod: %+v %v", after, err)
 	}
 }
+
+// TestServerSideApplyConflicts: managedFields are kept, so an apply by one
+// field manager of a label another manager applied is 409 Conflict naming
+// that manager, --force-conflicts takes it over, and both are served.
+func TestServerSideApplyConflicts(t *testing.T) {
+	e := start(t, "")
+	e.put(t, "a", nil)
+	ctx := context.Background()
+	nodes := e.client(t, "").CoreV1().Nodes()
+	apply := func(manager, team string, force bool) error {
+		body := `{"apiVersion":"v1","kind":"Node","metadata":{"name":"a","labels":{"team":"` + team + `"}}}`
+		_, err := nodes.Patch(ctx, "a", types.ApplyPatchType, []byte(body), metav1.PatchOptions{FieldManager: manager, Force: &force})
+		e.sync()
+		return err
+	}
+	if err := apply("alice", "blue", false); err != nil {
+		t.Fatalf("first apply: %v", err)
+	}
+	err := apply("bob", "red", false)
+	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), `conflict with "alice"`) || !strings.Contains(err.Error(), ".metadata.labels.team") {
+		t.Fatalf("bob applies alice's label: %v, want 409 naming alice and the field", err)
+	}
+	if n, _ := nodes.Get(ctx, "a", metav1.GetOptions{}); n.Labels["team"] != "blue" {
+		t.Fatalf("the refused apply changed the label: %v", n.Labels)
+	}
+	if err := apply("bob", "red", true); err != nil {
+		t.Fatalf("forced apply: %v", err)
+	}
+	n, err := nodes.Get(ctx, "a", metav1.GetOptions{})
+	if err != nil || n.Labels["team"] != "red" {
+		t.Fatalf("after the forced apply: %v %v", n, err)
+	}
+	managers := map[string]string{}
+	for _, m := range n.ManagedFields {
+		if m.FieldsV1 != nil {
+			managers[m.Manager] = m.FieldsV1.GetRawString()
+		}
+	}
+	if !strings.Contains(managers["bob"], `"f:team"`) || strings.Contains(managers["alice"], `"f:team"`) {
+		t.Fatalf("managedFields after the forced apply: %v, want bob owning the label and alice not", managers)
+	}
+	// An Update by a third manager (kubectl label) is recorded too.
+	if _, err := nodes.Patch(ctx, "a", types.MergePatchType, []byte(`{"metadata":{"labels":{"rack":"r1"}}}`), metav1.PatchOptions{FieldManager: "kubectl-label"}); err != nil {
+		t.Fatal(err)
+	}
+	e.sync()
+	if err := apply("alice", "blue", false); !apierrors.IsConflict(err) || !strings.Contains(err.Error(), `conflict with "bob"`) {
+		t.Fatalf("alice applies bob's label back: %v, want 409 naming bob", err)
+	}
+
+	// kubectl apply --server-side of objects that do not exist creates
+	// them, owned by the applier; the pod's labels then conflict as the
+	// node's do.
+	force := false
+	created, err := nodes.Patch(ctx, "spare", types.ApplyPatchType, []byte(`{"apiVersion":"v1","kind":"Node","metadata":{"name":"spare","labels":{"team":"blue"}}}`),
+		metav1.PatchOptions{FieldManager: "alice", Force: &force})
+	if err != nil || created.UID == "" || len(created.ManagedFields) != 1 || created.ManagedFields[0].Manager != "alice" {
+		t.Fatalf("apply of a new node: %+v %v, want it created and owned by alice", created, err)
+	}
+	pods := e.client(t, "").CoreV1().Pods("default")
+	podBody := func(app string) []byte {
+		return []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"ap","labels":{"app":"` + app + `"}},"spec":{"nodeName":"a","containers":[{"name":"c","image":"i"}]}}`)
+	}
+	if _, err := pods.Patch(ctx, "ap", types.ApplyPatchType, podBody("web"), metav1.PatchOptions{FieldManager: "alice", Force: &force}); err != nil {
+		t.Fatalf("apply of a new pod: %v", err)
+	}
+	e.sync()
+	if _, err := pods.Patch(ctx, "ap", types.ApplyPatchType, podBody("db"), metav1.PatchOptions{FieldManager: "bob", Force: &force}); !apierrors.IsConflict(err) {
+		t.Fatalf("bob applies alice's pod label: %v, want 409", err)
+	}
+}

@@ -164,8 +164,11 @@ func (s *nodes) Watch(ctx context.Context, opts *metainternalversion.ListOptions
 // patch handler. What may change is what an operator changes: labels,
 // annotations, spec.unschedulable and spec.taints (kept in the order
 // given); status and the rest of spec have other writers.
-func (s *nodes) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, _ rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, _ bool, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
+func (s *nodes) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
 	cur, err := s.getNode(ctx, "", name)
+	if apierrors.IsNotFound(err) && forceAllowCreate {
+		return createFromUpdate(ctx, &corev1.Node{}, objInfo, createValidation, opts, s.Create)
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -275,6 +278,19 @@ func nodeUpdate(old, want *corev1.Node) (api.NodeUpdate, error) {
 			u.Annotations = map[string]string{}
 		}
 	}
+	// The library's field manager has brought managedFields up to date for
+	// this request (every patch type and PUT); storing them is what lets a
+	// later apply find its conflicts.
+	if !equality.Semantic.DeepEqual(old.ManagedFields, want.ManagedFields) {
+		mf, err := convert.ManagedFields(want.ManagedFields)
+		if err != nil {
+			return u, apierrors.NewBadRequest(fmt.Sprintf("metadata.managedFields: %v", err))
+		}
+		u.ManagedFields = mf
+		if u.ManagedFields == nil {
+			u.ManagedFields = []*nodev1.ManagedFieldsEntry{}
+		}
+	}
 	return u, nil
 }
 
@@ -290,7 +306,11 @@ func (s *nodes) Create(ctx context.Context, obj runtime.Object, createValidation
 			return nil, err
 		}
 	}
-	in := &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: n.Name, Labels: n.Labels, Annotations: n.Annotations},
+	mf, err := convert.ManagedFields(n.ManagedFields)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("metadata.managedFields: %v", err))
+	}
+	in := &nodev1.Node{Metadata: &nodev1.ObjectMeta{Name: n.Name, Labels: n.Labels, Annotations: n.Annotations, ManagedFields: mf},
 		Spec: &nodev1.NodeSpec{Unschedulable: n.Spec.Unschedulable}}
 	for _, t := range n.Spec.Taints {
 		in.Spec.Taints = append(in.Spec.Taints, convert.Taint(t))

@@ -163,9 +163,12 @@ func (s *pods) updated(ctx context.Context, ns, name string, objInfo rest.Update
 // 422, as kube-apiserver refuses most spec changes of a pod; the status
 // is kept, as kube-apiserver's pod strategy keeps it (pods/status writes
 // it); other metadata stays as stored.
-func (s *pods) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, _ rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, _ bool, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
+func (s *pods) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
 	ns := genericapirequest.NamespaceValue(ctx)
 	old, want, err := s.updated(ctx, ns, name, objInfo)
+	if apierrors.IsNotFound(err) && forceAllowCreate {
+		return createFromUpdate(ctx, &corev1.Pod{}, objInfo, createValidation, opts, s.Create)
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -192,7 +195,12 @@ func (s *pods) Update(ctx context.Context, name string, objInfo rest.UpdatedObje
 		out.Labels, out.Annotations = want.Labels, want.Annotations
 		return out, false, nil
 	}
-	resp, err := s.svc.UpdatePod(ctx, &podv1.UpdatePodRequest{Namespace: ns, Name: name, Labels: want.Labels, Annotations: want.Annotations, ResourceVersion: want.ResourceVersion})
+	mf, err := convert.ManagedFields(want.ManagedFields)
+	if err != nil {
+		return nil, false, apierrors.NewBadRequest(fmt.Sprintf("metadata.managedFields: %v", err))
+	}
+	resp, err := s.svc.UpdatePod(ctx, &podv1.UpdatePodRequest{Namespace: ns, Name: name, Labels: want.Labels, Annotations: want.Annotations,
+		ResourceVersion: want.ResourceVersion, ManagedFields: mf})
 	if err != nil {
 		return nil, false, statusError(podsGR, "Pod", name, err)
 	}

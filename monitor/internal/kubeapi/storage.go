@@ -351,3 +351,20 @@ func (r *resource) startWatch(ctx context.Context, opts *metainternalversion.Lis
 	}()
 	return w, nil
 }
+
+// createFromUpdate is an update of an object that does not exist, when the
+// request may create it (server-side apply of a new object: the patch
+// handler asks with forceAllowCreate and builds the object from an empty
+// one, which has no UID): the object the request makes, created.
+func createFromUpdate(ctx context.Context, empty runtime.Object, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc,
+	opts *metav1.UpdateOptions, create func(context.Context, runtime.Object, rest.ValidateObjectFunc, *metav1.CreateOptions) (runtime.Object, error)) (runtime.Object, bool, error) {
+	obj, err := objInfo.UpdatedObject(ctx, empty)
+	if err != nil {
+		return nil, false, err
+	}
+	out, err := create(ctx, obj, createValidation, &metav1.CreateOptions{DryRun: opts.DryRun, FieldManager: opts.FieldManager, FieldValidation: opts.FieldValidation})
+	if err != nil {
+		return nil, false, err
+	}
+	return out, true, nil
+}

@@ -9,6 +9,7 @@ package nodev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -58,7 +59,13 @@ type ObjectMeta struct {
 	// deletion; set together with deletion_timestamp.
 	DeletionGracePeriodSeconds *int64 `protobuf:"varint,10,opt,name=deletion_grace_period_seconds,json=deletionGracePeriodSeconds,proto3,oneof" json:"deletion_grace_period_seconds,omitempty"`
 	// Generation counts changes to the object's desired state; output only.
-	Generation    int64 `protobuf:"varint,11,opt,name=generation,proto3" json:"generation,omitempty"`
+	Generation int64 `protobuf:"varint,11,opt,name=generation,proto3" json:"generation,omitempty"`
+	// ManagedFields say which field manager set which fields, as the
+	// Kubernetes API's server-side apply computes them; kept so that an apply
+	// by one manager of a field another manager set is a conflict. Written
+	// only through the Kubernetes API; empty for what only reporters and
+	// controllers wrote.
+	ManagedFields []*ManagedFieldsEntry `protobuf:"bytes,12,rep,name=managed_fields,json=managedFields,proto3" json:"managed_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -170,6 +177,115 @@ func (x *ObjectMeta) GetGeneration() int64 {
 	return 0
 }
 
+func (x *ObjectMeta) GetManagedFields() []*ManagedFieldsEntry {
+	if x != nil {
+		return x.ManagedFields
+	}
+	return nil
+}
+
+// ManagedFieldsEntry is one manager's fields, as Kubernetes'
+// metav1.ManagedFieldsEntry (same JSON names).
+type ManagedFieldsEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Manager names the writer (kubectl's is "kubectl", or --field-manager).
+	Manager string `protobuf:"bytes,1,opt,name=manager,proto3" json:"manager,omitempty"`
+	// Operation is "Apply" or "Update".
+	Operation string `protobuf:"bytes,2,opt,name=operation,proto3" json:"operation,omitempty"`
+	// APIVersion of the object the fields were set through, e.g. "v1".
+	ApiVersion string `protobuf:"bytes,3,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
+	// Time of the manager's last change of its fields.
+	Time *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`
+	// FieldsType is the format of fields_v1: "FieldsV1".
+	FieldsType string `protobuf:"bytes,5,opt,name=fields_type,json=fieldsType,proto3" json:"fields_type,omitempty"`
+	// FieldsV1 is the set of fields, in Kubernetes' FieldsV1 JSON form.
+	FieldsV1 *structpb.Struct `protobuf:"bytes,6,opt,name=fields_v1,json=fieldsV1,proto3" json:"fields_v1,omitempty"`
+	// Subresource the fields were set through ("status"), empty for the
+	// object itself.
+	Subresource   string `protobuf:"bytes,7,opt,name=subresource,proto3" json:"subresource,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManagedFieldsEntry) Reset() {
+	*x = ManagedFieldsEntry{}
+	mi := &file_nodepulse_node_v1_meta_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManagedFieldsEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManagedFieldsEntry) ProtoMessage() {}
+
+func (x *ManagedFieldsEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_nodepulse_node_v1_meta_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManagedFieldsEntry.ProtoReflect.Descriptor instead.
+func (*ManagedFieldsEntry) Descriptor() ([]byte, []int) {
+	return file_nodepulse_node_v1_meta_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ManagedFieldsEntry) GetManager() string {
+	if x != nil {
+		return x.Manager
+	}
+	return ""
+}
+
+func (x *ManagedFieldsEntry) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *ManagedFieldsEntry) GetApiVersion() string {
+	if x != nil {
+		return x.ApiVersion
+	}
+	return ""
+}
+
+func (x *ManagedFieldsEntry) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *ManagedFieldsEntry) GetFieldsType() string {
+	if x != nil {
+		return x.FieldsType
+	}
+	return ""
+}
+
+func (x *ManagedFieldsEntry) GetFieldsV1() *structpb.Struct {
+	if x != nil {
+		return x.FieldsV1
+	}
+	return nil
+}
+
+func (x *ManagedFieldsEntry) GetSubresource() string {
+	if x != nil {
+		return x.Subresource
+	}
+	return ""
+}
+
 // OwnerReference identifies the owner of an object, as in Kubernetes.
 type OwnerReference struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -189,7 +305,7 @@ type OwnerReference struct {
 
 func (x *OwnerReference) Reset() {
 	*x = OwnerReference{}
-	mi := &file_nodepulse_node_v1_meta_proto_msgTypes[1]
+	mi := &file_nodepulse_node_v1_meta_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -201,7 +317,7 @@ func (x *OwnerReference) String() string {
 func (*OwnerReference) ProtoMessage() {}
 
 func (x *OwnerReference) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_node_v1_meta_proto_msgTypes[1]
+	mi := &file_nodepulse_node_v1_meta_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -214,7 +330,7 @@ func (x *OwnerReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerReference.ProtoReflect.Descriptor instead.
 func (*OwnerReference) Descriptor() ([]byte, []int) {
-	return file_nodepulse_node_v1_meta_proto_rawDescGZIP(), []int{1}
+	return file_nodepulse_node_v1_meta_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *OwnerReference) GetApiVersion() string {
@@ -269,7 +385,7 @@ type LabelSelector struct {
 
 func (x *LabelSelector) Reset() {
 	*x = LabelSelector{}
-	mi := &file_nodepulse_node_v1_meta_proto_msgTypes[2]
+	mi := &file_nodepulse_node_v1_meta_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -281,7 +397,7 @@ func (x *LabelSelector) String() string {
 func (*LabelSelector) ProtoMessage() {}
 
 func (x *LabelSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_node_v1_meta_proto_msgTypes[2]
+	mi := &file_nodepulse_node_v1_meta_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -294,7 +410,7 @@ func (x *LabelSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelector.ProtoReflect.Descriptor instead.
 func (*LabelSelector) Descriptor() ([]byte, []int) {
-	return file_nodepulse_node_v1_meta_proto_rawDescGZIP(), []int{2}
+	return file_nodepulse_node_v1_meta_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LabelSelector) GetMatchLabels() map[string]string {
@@ -327,7 +443,7 @@ type LabelSelectorRequirement struct {
 
 func (x *LabelSelectorRequirement) Reset() {
 	*x = LabelSelectorRequirement{}
-	mi := &file_nodepulse_node_v1_meta_proto_msgTypes[3]
+	mi := &file_nodepulse_node_v1_meta_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -339,7 +455,7 @@ func (x *LabelSelectorRequirement) String() string {
 func (*LabelSelectorRequirement) ProtoMessage() {}
 
 func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_nodepulse_node_v1_meta_proto_msgTypes[3]
+	mi := &file_nodepulse_node_v1_meta_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -352,7 +468,7 @@ func (x *LabelSelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelSelectorRequirement.ProtoReflect.Descriptor instead.
 func (*LabelSelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_nodepulse_node_v1_meta_proto_rawDescGZIP(), []int{3}
+	return file_nodepulse_node_v1_meta_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LabelSelectorRequirement) GetKey() string {
@@ -380,7 +496,7 @@ var File_nodepulse_node_v1_meta_proto protoreflect.FileDescriptor
 
 const file_nodepulse_node_v1_meta_proto_rawDesc = "" +
 	"\n" +
-	"\x1cnodepulse/node/v1/meta.proto\x12\x11nodepulse.node.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf9\x05\n" +
+	"\x1cnodepulse/node/v1/meta.proto\x12\x11nodepulse.node.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc7\x06\n" +
 	"\n" +
 	"ObjectMeta\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
@@ -396,14 +512,25 @@ const file_nodepulse_node_v1_meta_proto_rawDesc = "" +
 	" \x01(\x03H\x00R\x1adeletionGracePeriodSeconds\x88\x01\x01\x12\x1e\n" +
 	"\n" +
 	"generation\x18\v \x01(\x03R\n" +
-	"generation\x1a9\n" +
+	"generation\x12L\n" +
+	"\x0emanaged_fields\x18\f \x03(\v2%.nodepulse.node.v1.ManagedFieldsEntryR\rmanagedFields\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B \n" +
-	"\x1e_deletion_grace_period_seconds\"\x8b\x01\n" +
+	"\x1e_deletion_grace_period_seconds\"\x96\x02\n" +
+	"\x12ManagedFieldsEntry\x12\x18\n" +
+	"\amanager\x18\x01 \x01(\tR\amanager\x12\x1c\n" +
+	"\toperation\x18\x02 \x01(\tR\toperation\x12\x1f\n" +
+	"\vapi_version\x18\x03 \x01(\tR\n" +
+	"apiVersion\x12.\n" +
+	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1f\n" +
+	"\vfields_type\x18\x05 \x01(\tR\n" +
+	"fieldsType\x124\n" +
+	"\tfields_v1\x18\x06 \x01(\v2\x17.google.protobuf.StructR\bfieldsV1\x12 \n" +
+	"\vsubresource\x18\a \x01(\tR\vsubresource\"\x8b\x01\n" +
 	"\x0eOwnerReference\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +
@@ -437,30 +564,35 @@ func file_nodepulse_node_v1_meta_proto_rawDescGZIP() []byte {
 	return file_nodepulse_node_v1_meta_proto_rawDescData
 }
 
-var file_nodepulse_node_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_nodepulse_node_v1_meta_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_nodepulse_node_v1_meta_proto_goTypes = []any{
 	(*ObjectMeta)(nil),               // 0: nodepulse.node.v1.ObjectMeta
-	(*OwnerReference)(nil),           // 1: nodepulse.node.v1.OwnerReference
-	(*LabelSelector)(nil),            // 2: nodepulse.node.v1.LabelSelector
-	(*LabelSelectorRequirement)(nil), // 3: nodepulse.node.v1.LabelSelectorRequirement
-	nil,                              // 4: nodepulse.node.v1.ObjectMeta.LabelsEntry
-	nil,                              // 5: nodepulse.node.v1.ObjectMeta.AnnotationsEntry
-	nil,                              // 6: nodepulse.node.v1.LabelSelector.MatchLabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 7: google.protobuf.Timestamp
+	(*ManagedFieldsEntry)(nil),       // 1: nodepulse.node.v1.ManagedFieldsEntry
+	(*OwnerReference)(nil),           // 2: nodepulse.node.v1.OwnerReference
+	(*LabelSelector)(nil),            // 3: nodepulse.node.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil), // 4: nodepulse.node.v1.LabelSelectorRequirement
+	nil,                              // 5: nodepulse.node.v1.ObjectMeta.LabelsEntry
+	nil,                              // 6: nodepulse.node.v1.ObjectMeta.AnnotationsEntry
+	nil,                              // 7: nodepulse.node.v1.LabelSelector.MatchLabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 8: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),          // 9: google.protobuf.Struct
 }
 var file_nodepulse_node_v1_meta_proto_depIdxs = []int32{
-	4, // 0: nodepulse.node.v1.ObjectMeta.labels:type_name -> nodepulse.node.v1.ObjectMeta.LabelsEntry
-	5, // 1: nodepulse.node.v1.ObjectMeta.annotations:type_name -> nodepulse.node.v1.ObjectMeta.AnnotationsEntry
-	7, // 2: nodepulse.node.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
-	1, // 3: nodepulse.node.v1.ObjectMeta.owner_references:type_name -> nodepulse.node.v1.OwnerReference
-	7, // 4: nodepulse.node.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
-	6, // 5: nodepulse.node.v1.LabelSelector.match_labels:type_name -> nodepulse.node.v1.LabelSelector.MatchLabelsEntry
-	3, // 6: nodepulse.node.v1.LabelSelector.match_expressions:type_name -> nodepulse.node.v1.LabelSelectorRequirement
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	5,  // 0: nodepulse.node.v1.ObjectMeta.labels:type_name -> nodepulse.node.v1.ObjectMeta.LabelsEntry
+	6,  // 1: nodepulse.node.v1.ObjectMeta.annotations:type_name -> nodepulse.node.v1.ObjectMeta.AnnotationsEntry
+	8,  // 2: nodepulse.node.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
+	2,  // 3: nodepulse.node.v1.ObjectMeta.owner_references:type_name -> nodepulse.node.v1.OwnerReference
+	8,  // 4: nodepulse.node.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	1,  // 5: nodepulse.node.v1.ObjectMeta.managed_fields:type_name -> nodepulse.node.v1.ManagedFieldsEntry
+	8,  // 6: nodepulse.node.v1.ManagedFieldsEntry.time:type_name -> google.protobuf.Timestamp
+	9,  // 7: nodepulse.node.v1.ManagedFieldsEntry.fields_v1:type_name -> google.protobuf.Struct
+	7,  // 8: nodepulse.node.v1.LabelSelector.match_labels:type_name -> nodepulse.node.v1.LabelSelector.MatchLabelsEntry
+	4,  // 9: nodepulse.node.v1.LabelSelector.match_expressions:type_name -> nodepulse.node.v1.LabelSelectorRequirement
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_nodepulse_node_v1_meta_proto_init() }
@@ -475,7 +607,7 @@ func file_nodepulse_node_v1_meta_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodepulse_node_v1_meta_proto_rawDesc), len(file_nodepulse_node_v1_meta_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

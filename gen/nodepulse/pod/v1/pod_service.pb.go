@@ -7,6 +7,7 @@
 package podv1
 
 import (
+	v1 "github.com/nodepulse/nodepulse/gen/nodepulse/node/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -624,8 +625,12 @@ type UpdatePodRequest struct {
 	// ResourceVersion, when set, must match the stored pod (else Aborted): a
 	// read-modify-write loses no concurrent change.
 	ResourceVersion string `protobuf:"bytes,5,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// ManagedFields, when not empty, replace the stored ones (the Kubernetes
+	// API's server-side apply bookkeeping, which it sends with every update);
+	// empty keeps them.
+	ManagedFields []*v1.ManagedFieldsEntry `protobuf:"bytes,6,rep,name=managed_fields,json=managedFields,proto3" json:"managed_fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdatePodRequest) Reset() {
@@ -691,6 +696,13 @@ func (x *UpdatePodRequest) GetResourceVersion() string {
 		return x.ResourceVersion
 	}
 	return ""
+}
+
+func (x *UpdatePodRequest) GetManagedFields() []*v1.ManagedFieldsEntry {
+	if x != nil {
+		return x.ManagedFields
+	}
+	return nil
 }
 
 // UpdatePodResponse returns the pod after the change.
@@ -1146,7 +1158,7 @@ var File_nodepulse_pod_v1_pod_service_proto protoreflect.FileDescriptor
 
 const file_nodepulse_pod_v1_pod_service_proto_rawDesc = "" +
 	"\n" +
-	"\"nodepulse/pod/v1/pod_service.proto\x12\x10nodepulse.pod.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1anodepulse/pod/v1/pod.proto\";\n" +
+	"\"nodepulse/pod/v1/pod_service.proto\x12\x10nodepulse.pod.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cnodepulse/node/v1/meta.proto\x1a\x1anodepulse/pod/v1/pod.proto\";\n" +
 	"\x10CreatePodRequest\x12'\n" +
 	"\x03pod\x18\x01 \x01(\v2\x15.nodepulse.pod.v1.PodR\x03pod\"<\n" +
 	"\x11CreatePodResponse\x12'\n" +
@@ -1181,13 +1193,14 @@ const file_nodepulse_pod_v1_pod_service_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\v2\x1b.nodepulse.pod.v1.PodStatusR\x06status\x12)\n" +
 	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\"B\n" +
 	"\x17UpdatePodStatusResponse\x12'\n" +
-	"\x03pod\x18\x01 \x01(\v2\x15.nodepulse.pod.v1.PodR\x03pod\"\x89\x03\n" +
+	"\x03pod\x18\x01 \x01(\v2\x15.nodepulse.pod.v1.PodR\x03pod\"\xd7\x03\n" +
 	"\x10UpdatePodRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12F\n" +
 	"\x06labels\x18\x03 \x03(\v2..nodepulse.pod.v1.UpdatePodRequest.LabelsEntryR\x06labels\x12U\n" +
 	"\vannotations\x18\x04 \x03(\v23.nodepulse.pod.v1.UpdatePodRequest.AnnotationsEntryR\vannotations\x12)\n" +
-	"\x10resource_version\x18\x05 \x01(\tR\x0fresourceVersion\x1a9\n" +
+	"\x10resource_version\x18\x05 \x01(\tR\x0fresourceVersion\x12L\n" +
+	"\x0emanaged_fields\x18\x06 \x03(\v2%.nodepulse.node.v1.ManagedFieldsEntryR\rmanagedFields\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -1273,7 +1286,8 @@ var file_nodepulse_pod_v1_pod_service_proto_goTypes = []any{
 	nil,                             // 19: nodepulse.pod.v1.UpdatePodRequest.AnnotationsEntry
 	(*Pod)(nil),                     // 20: nodepulse.pod.v1.Pod
 	(*PodStatus)(nil),               // 21: nodepulse.pod.v1.PodStatus
-	(*timestamppb.Timestamp)(nil),   // 22: google.protobuf.Timestamp
+	(*v1.ManagedFieldsEntry)(nil),   // 22: nodepulse.node.v1.ManagedFieldsEntry
+	(*timestamppb.Timestamp)(nil),   // 23: google.protobuf.Timestamp
 }
 var file_nodepulse_pod_v1_pod_service_proto_depIdxs = []int32{
 	20, // 0: nodepulse.pod.v1.CreatePodRequest.pod:type_name -> nodepulse.pod.v1.Pod
@@ -1285,34 +1299,35 @@ var file_nodepulse_pod_v1_pod_service_proto_depIdxs = []int32{
 	20, // 6: nodepulse.pod.v1.UpdatePodStatusResponse.pod:type_name -> nodepulse.pod.v1.Pod
 	18, // 7: nodepulse.pod.v1.UpdatePodRequest.labels:type_name -> nodepulse.pod.v1.UpdatePodRequest.LabelsEntry
 	19, // 8: nodepulse.pod.v1.UpdatePodRequest.annotations:type_name -> nodepulse.pod.v1.UpdatePodRequest.AnnotationsEntry
-	20, // 9: nodepulse.pod.v1.UpdatePodResponse.pod:type_name -> nodepulse.pod.v1.Pod
-	20, // 10: nodepulse.pod.v1.DeletePodResponse.pod:type_name -> nodepulse.pod.v1.Pod
-	22, // 11: nodepulse.pod.v1.ExplainPodResponse.deletion_time:type_name -> google.protobuf.Timestamp
-	20, // 12: nodepulse.pod.v1.ExplainPodResponse.pod:type_name -> nodepulse.pod.v1.Pod
-	20, // 13: nodepulse.pod.v1.EvictPodResponse.pod:type_name -> nodepulse.pod.v1.Pod
-	0,  // 14: nodepulse.pod.v1.PodService.CreatePod:input_type -> nodepulse.pod.v1.CreatePodRequest
-	2,  // 15: nodepulse.pod.v1.PodService.GetPod:input_type -> nodepulse.pod.v1.GetPodRequest
-	4,  // 16: nodepulse.pod.v1.PodService.ListPods:input_type -> nodepulse.pod.v1.ListPodsRequest
-	6,  // 17: nodepulse.pod.v1.PodService.WatchPods:input_type -> nodepulse.pod.v1.WatchPodsRequest
-	8,  // 18: nodepulse.pod.v1.PodService.UpdatePodStatus:input_type -> nodepulse.pod.v1.UpdatePodStatusRequest
-	10, // 19: nodepulse.pod.v1.PodService.UpdatePod:input_type -> nodepulse.pod.v1.UpdatePodRequest
-	12, // 20: nodepulse.pod.v1.PodService.DeletePod:input_type -> nodepulse.pod.v1.DeletePodRequest
-	14, // 21: nodepulse.pod.v1.PodService.ExplainPod:input_type -> nodepulse.pod.v1.ExplainPodRequest
-	16, // 22: nodepulse.pod.v1.PodService.EvictPod:input_type -> nodepulse.pod.v1.EvictPodRequest
-	1,  // 23: nodepulse.pod.v1.PodService.CreatePod:output_type -> nodepulse.pod.v1.CreatePodResponse
-	3,  // 24: nodepulse.pod.v1.PodService.GetPod:output_type -> nodepulse.pod.v1.GetPodResponse
-	5,  // 25: nodepulse.pod.v1.PodService.ListPods:output_type -> nodepulse.pod.v1.ListPodsResponse
-	7,  // 26: nodepulse.pod.v1.PodService.WatchPods:output_type -> nodepulse.pod.v1.WatchPodsResponse
-	9,  // 27: nodepulse.pod.v1.PodService.UpdatePodStatus:output_type -> nodepulse.pod.v1.UpdatePodStatusResponse
-	11, // 28: nodepulse.pod.v1.PodService.UpdatePod:output_type -> nodepulse.pod.v1.UpdatePodResponse
-	13, // 29: nodepulse.pod.v1.PodService.DeletePod:output_type -> nodepulse.pod.v1.DeletePodResponse
-	15, // 30: nodepulse.pod.v1.PodService.ExplainPod:output_type -> nodepulse.pod.v1.ExplainPodResponse
-	17, // 31: nodepulse.pod.v1.PodService.EvictPod:output_type -> nodepulse.pod.v1.EvictPodResponse
-	23, // [23:32] is the sub-list for method output_type
-	14, // [14:23] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	22, // 9: nodepulse.pod.v1.UpdatePodRequest.managed_fields:type_name -> nodepulse.node.v1.ManagedFieldsEntry
+	20, // 10: nodepulse.pod.v1.UpdatePodResponse.pod:type_name -> nodepulse.pod.v1.Pod
+	20, // 11: nodepulse.pod.v1.DeletePodResponse.pod:type_name -> nodepulse.pod.v1.Pod
+	23, // 12: nodepulse.pod.v1.ExplainPodResponse.deletion_time:type_name -> google.protobuf.Timestamp
+	20, // 13: nodepulse.pod.v1.ExplainPodResponse.pod:type_name -> nodepulse.pod.v1.Pod
+	20, // 14: nodepulse.pod.v1.EvictPodResponse.pod:type_name -> nodepulse.pod.v1.Pod
+	0,  // 15: nodepulse.pod.v1.PodService.CreatePod:input_type -> nodepulse.pod.v1.CreatePodRequest
+	2,  // 16: nodepulse.pod.v1.PodService.GetPod:input_type -> nodepulse.pod.v1.GetPodRequest
+	4,  // 17: nodepulse.pod.v1.PodService.ListPods:input_type -> nodepulse.pod.v1.ListPodsRequest
+	6,  // 18: nodepulse.pod.v1.PodService.WatchPods:input_type -> nodepulse.pod.v1.WatchPodsRequest
+	8,  // 19: nodepulse.pod.v1.PodService.UpdatePodStatus:input_type -> nodepulse.pod.v1.UpdatePodStatusRequest
+	10, // 20: nodepulse.pod.v1.PodService.UpdatePod:input_type -> nodepulse.pod.v1.UpdatePodRequest
+	12, // 21: nodepulse.pod.v1.PodService.DeletePod:input_type -> nodepulse.pod.v1.DeletePodRequest
+	14, // 22: nodepulse.pod.v1.PodService.ExplainPod:input_type -> nodepulse.pod.v1.ExplainPodRequest
+	16, // 23: nodepulse.pod.v1.PodService.EvictPod:input_type -> nodepulse.pod.v1.EvictPodRequest
+	1,  // 24: nodepulse.pod.v1.PodService.CreatePod:output_type -> nodepulse.pod.v1.CreatePodResponse
+	3,  // 25: nodepulse.pod.v1.PodService.GetPod:output_type -> nodepulse.pod.v1.GetPodResponse
+	5,  // 26: nodepulse.pod.v1.PodService.ListPods:output_type -> nodepulse.pod.v1.ListPodsResponse
+	7,  // 27: nodepulse.pod.v1.PodService.WatchPods:output_type -> nodepulse.pod.v1.WatchPodsResponse
+	9,  // 28: nodepulse.pod.v1.PodService.UpdatePodStatus:output_type -> nodepulse.pod.v1.UpdatePodStatusResponse
+	11, // 29: nodepulse.pod.v1.PodService.UpdatePod:output_type -> nodepulse.pod.v1.UpdatePodResponse
+	13, // 30: nodepulse.pod.v1.PodService.DeletePod:output_type -> nodepulse.pod.v1.DeletePodResponse
+	15, // 31: nodepulse.pod.v1.PodService.ExplainPod:output_type -> nodepulse.pod.v1.ExplainPodResponse
+	17, // 32: nodepulse.pod.v1.PodService.EvictPod:output_type -> nodepulse.pod.v1.EvictPodResponse
+	24, // [24:33] is the sub-list for method output_type
+	15, // [15:24] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_nodepulse_pod_v1_pod_service_proto_init() }

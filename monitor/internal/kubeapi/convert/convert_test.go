@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -69,7 +70,9 @@ func TestFastNodeMatchesGeneric(t *testing.T) {
 	n := &nodev1.Node{
 		Metadata: &nodev1.ObjectMeta{Name: "n", Uid: "u", Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"c": "d"}, CreationTimestamp: at,
 			ResourceVersion: "7", DeletionTimestamp: at, DeletionGracePeriodSeconds: &grace, Generation: 2,
-			OwnerReferences: []*nodev1.OwnerReference{{ApiVersion: "v1", Kind: "X", Name: "x", Uid: "ux", Controller: true}}},
+			OwnerReferences: []*nodev1.OwnerReference{{ApiVersion: "v1", Kind: "X", Name: "x", Uid: "ux", Controller: true}},
+			ManagedFields: []*nodev1.ManagedFieldsEntry{{Manager: "kubectl", Operation: "Apply", ApiVersion: "v1", Time: at, FieldsType: "FieldsV1",
+				FieldsV1: mustStruct(t, map[string]any{"f:metadata": map[string]any{"f:labels": map[string]any{"f:a": map[string]any{}}}})}, {Manager: "bare"}}},
 		Spec: &nodev1.NodeSpec{Unschedulable: true, ProviderId: "p", Taints: []*nodev1.Taint{{Key: "k", Value: "v", Effect: "NoExecute", TimeAdded: at}, {Key: "k2", Effect: "NoSchedule"}}},
 		Status: &nodev1.NodeStatus{Capacity: map[string]string{"cpu": "2", "memory": "24683584Ki"}, Allocatable: map[string]string{"pods": "110"},
 			Conditions: []*nodev1.NodeCondition{{Type: "Ready", Status: "True", LastHeartbeatTime: at, LastTransitionTime: at, Reason: "r", Message: "m"}},
@@ -108,4 +111,13 @@ func TestFastLeaseMatchesGeneric(t *testing.T) {
 			t.Fatalf("fast conversion differs:\nfast %+v\nslow %+v", fast, slow)
 		}
 	}
+}
+
+func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
+	t.Helper()
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -63,6 +64,9 @@ func scalar(fd protoreflect.FieldDescriptor, v protoreflect.Value) any {
 			return t.AsTime().UTC().Format(metav1.RFC3339Micro)
 		case *durationpb.Duration:
 			return t.AsDuration().String()
+		case *structpb.Struct:
+			// managedFields' fieldsV1: the JSON object it holds.
+			return t.AsMap()
 		}
 		return toMap(msg)
 	case protoreflect.EnumKind:

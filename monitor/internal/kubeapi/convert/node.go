@@ -4,6 +4,8 @@
 package convert
 
 import (
+	"encoding/json"
+
 	"google.golang.org/protobuf/types/known/timestamppb"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -49,12 +51,47 @@ func fastNode(n *nodev1.Node) *corev1.Node {
 func objectMeta(m *nodev1.ObjectMeta) metav1.ObjectMeta {
 	out := metav1.ObjectMeta{Name: m.GetName(), Namespace: m.GetNamespace(), UID: types.UID(m.GetUid()), Labels: m.GetLabels(), Annotations: m.GetAnnotations(),
 		CreationTimestamp: timeOf(m.GetCreationTimestamp()), ResourceVersion: m.GetResourceVersion(), DeletionTimestamp: timePtr(m.GetDeletionTimestamp()),
-		DeletionGracePeriodSeconds: m.DeletionGracePeriodSeconds, Generation: m.GetGeneration()}
+		DeletionGracePeriodSeconds: m.DeletionGracePeriodSeconds, Generation: m.GetGeneration(), ManagedFields: managedFields(m.GetManagedFields())}
 	for _, r := range m.GetOwnerReferences() {
 		c := r.GetController()
 		out.OwnerReferences = append(out.OwnerReferences, metav1.OwnerReference{APIVersion: r.GetApiVersion(), Kind: r.GetKind(), Name: r.GetName(), UID: types.UID(r.GetUid()), Controller: &c})
 	}
 	return out
+}
+
+// managedFields are the stored managers' fields as the Kubernetes API
+// serves them (nil when none, so objects nobody applied to carry none).
+func managedFields(in []*nodev1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]metav1.ManagedFieldsEntry, 0, len(in))
+	for _, e := range in {
+		me := metav1.ManagedFieldsEntry{Manager: e.GetManager(), Operation: metav1.ManagedFieldsOperationType(e.GetOperation()),
+			APIVersion: e.GetApiVersion(), Time: timePtr(e.GetTime()), FieldsType: e.GetFieldsType(), Subresource: e.GetSubresource()}
+		if f := e.GetFieldsV1(); f != nil {
+			// A set of fields is JSON objects all the way down: the map
+			// form loses nothing.
+			if raw, err := json.Marshal(f.AsMap()); err == nil {
+				me.FieldsV1 = metav1.NewFieldsV1(string(raw))
+			}
+		}
+		out = append(out, me)
+	}
+	return out
+}
+
+// ManagedFields is the Kubernetes API's managedFields as nodepulse
+// stores them (nil for none).
+func ManagedFields(in []metav1.ManagedFieldsEntry) ([]*nodev1.ManagedFieldsEntry, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	var m nodev1.ObjectMeta
+	if err := FromKube(metav1.ObjectMeta{ManagedFields: in}, &m); err != nil {
+		return nil, err
+	}
+	return m.ManagedFields, nil
 }
 
 // timeOf keeps microseconds, as the generic path does.
