@@ -222,10 +222,37 @@ func (s *PodServer) UpdatePodStatus(ctx context.Context, req *podv1.UpdatePodSta
 	if err := podutil.ValidateStatus("status", req.GetStatus(), s.now(), validation.DefaultLimits()).Err(); err != nil {
 		return nil, validation.Status(err)
 	}
-	key := cache.PodKey(ns, name)
-	want, conflict, err := podPrecondition(key, req.GetResourceVersion())
+	p, err := s.editPod(ctx, ns, name, req.GetResourceVersion(), func(p *podv1.Pod) error {
+		// NodeRestriction: a node writes the status of its own pods only,
+		// judged on the stored binding (the request cannot move the pod).
+		if node, ok := authz.NodeName(ctx); ok && p.GetSpec().GetNodeName() != node {
+			return status.Errorf(codes.PermissionDenied, "node %q can only update pod status for pods with spec.nodeName set to itself", node)
+		}
+		p.Status = proto.CloneOf(req.GetStatus())
+		return nil
+	})
 	if err != nil {
 		return nil, err
+	}
+	s.audit(ctx, "pod", "pod status updated", cache.PodKey(ns, name), zap.String("phase", p.Status.GetPhase()))
+	return &podv1.UpdatePodStatusResponse{Pod: p}, nil
+}
+
+// editPod makes edit's change of pod ns/name in one compare-and-swap and
+// returns the pod as served once the cache holds it. With a resource
+// version rv the client asked for that revision and no other: a change in
+// between is its conflict (Aborted), not one to retry.
+func (s *PodServer) editPod(ctx context.Context, ns, name, rv string, edit func(*podv1.Pod) error) (*podv1.Pod, error) {
+	key := cache.PodKey(ns, name)
+	var want int64
+	var conflict error
+	if rv != "" {
+		v, err := cache.ParseVersion(rv)
+		if err != nil || !v.Last {
+			return nil, status.Errorf(codes.InvalidArgument, "resourceVersion: %q is not a pod's resource version", rv)
+		}
+		want = v.Rev
+		conflict = status.Errorf(codes.Aborted, "resourceVersion: pod %s changed meanwhile; read it again", key)
 	}
 	var p *podv1.Pod
 	_, rev, err := s.rewrite(ctx, nodestore.Pods, key, "pod "+key, "write", conflict, func(o nodestore.Object) ([]nodestore.Op, error) {
@@ -233,35 +260,20 @@ func (s *PodServer) UpdatePodStatus(ctx context.Context, req *podv1.UpdatePodSta
 			return nil, status.Errorf(codes.Aborted, "resourceVersion: pod %s is at %d, not %d; read it again", key, o.ModRevision, want)
 		}
 		p = podutil.Stored(o.Value.(*podv1.Pod))
-		// NodeRestriction: a node writes the status of its own pods only,
-		// judged on the stored binding (the request cannot move the pod).
-		if node, ok := authz.NodeName(ctx); ok && p.GetSpec().GetNodeName() != node {
-			return nil, status.Errorf(codes.PermissionDenied, "node %q can only update pod status for pods with spec.nodeName set to itself", node)
+		if p.Metadata == nil {
+			p.Metadata = &nodev1.ObjectMeta{}
 		}
-		p.Status = proto.CloneOf(req.GetStatus())
+		if err := edit(p); err != nil {
+			return nil, err
+		}
 		return []nodestore.Op{{Kind: nodestore.Pods, Name: key, Value: p, IfModRevision: o.ModRevision}}, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.waitCache(ctx, rev)
-	s.audit(ctx, "pod", "pod status updated", key, zap.String("phase", p.Status.GetPhase()))
 	p.Metadata.Namespace, p.Metadata.Name = ns, name
-	return &podv1.UpdatePodStatusResponse{Pod: s.served(p, rev)}, nil
-}
-
-// podPrecondition reads a write's resource version: with one the client
-// asked for that revision and no other, so a change in between is its
-// conflict (the returned error for rewrite), not one to retry.
-func podPrecondition(key, rv string) (int64, error, error) {
-	if rv == "" {
-		return 0, nil, nil
-	}
-	v, err := cache.ParseVersion(rv)
-	if err != nil || !v.Last {
-		return 0, nil, status.Errorf(codes.InvalidArgument, "resourceVersion: %q is not a pod's resource version", rv)
-	}
-	return v.Rev, status.Errorf(codes.Aborted, "resourceVersion: pod %s changed meanwhile; read it again", key), nil
+	return s.served(p, rev), nil
 }
 
 // UpdatePod implements PodService: the labels and annotations of a pod
@@ -281,33 +293,18 @@ func (s *PodServer) UpdatePod(ctx context.Context, req *podv1.UpdatePodRequest) 
 	if err := checkMetadata(labels, annotations); err != nil {
 		return nil, err
 	}
-	key := cache.PodKey(ns, name)
-	want, conflict, err := podPrecondition(key, req.GetResourceVersion())
-	if err != nil {
-		return nil, err
-	}
-	var p *podv1.Pod
-	_, rev, err := s.rewrite(ctx, nodestore.Pods, key, "pod "+key, "write", conflict, func(o nodestore.Object) ([]nodestore.Op, error) {
-		if want != 0 && o.ModRevision != want {
-			return nil, status.Errorf(codes.Aborted, "resourceVersion: pod %s is at %d, not %d; read it again", key, o.ModRevision, want)
-		}
-		p = podutil.Stored(o.Value.(*podv1.Pod))
-		if p.Metadata == nil {
-			p.Metadata = &nodev1.ObjectMeta{}
-		}
+	p, err := s.editPod(ctx, ns, name, req.GetResourceVersion(), func(p *podv1.Pod) error {
 		p.Metadata.Labels, p.Metadata.Annotations = maps.Clone(labels), maps.Clone(annotations)
 		if mf := req.GetManagedFields(); len(mf) > 0 {
 			p.Metadata.ManagedFields = mf
 		}
-		return []nodestore.Op{{Kind: nodestore.Pods, Name: key, Value: p, IfModRevision: o.ModRevision}}, nil
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.waitCache(ctx, rev)
-	s.audit(ctx, "pod", "pod metadata updated", key, zap.Int("labels", len(labels)), zap.Int("annotations", len(annotations)))
-	p.Metadata.Namespace, p.Metadata.Name = ns, name
-	return &podv1.UpdatePodResponse{Pod: s.served(p, rev)}, nil
+	s.audit(ctx, "pod", "pod metadata updated", cache.PodKey(ns, name), zap.Int("labels", len(labels)), zap.Int("annotations", len(annotations)))
+	return &podv1.UpdatePodResponse{Pod: p}, nil
 }
 
 // DeletePod implements PodService: the API server's graceful deletion

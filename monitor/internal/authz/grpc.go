@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	middleware "github.com/grpc-ecosystem/go-grpc-middleware/v2"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -194,16 +195,10 @@ func (g GRPC) Stream() grpc.StreamServerInterceptor {
 			if err != nil {
 				return err
 			}
-			ss = &userStream{ServerStream: ss, ctx: ctx}
+			w := middleware.WrapServerStream(ss)
+			w.WrappedContext = ctx
+			ss = w
 		}
 		return h(srv, ss)
 	}
 }
-
-// userStream is a stream whose context carries its caller (Authorize).
-type userStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (s *userStream) Context() context.Context { return s.ctx }
